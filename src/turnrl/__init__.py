@@ -1,0 +1,3 @@
+"""turnrl: multi-turn reinforcement learning for language-model agents."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,74 @@
+"""A typed name -> object registry, used for envs, algorithms and rewards.
+
+A registry replaces ``if name == "grpo": ... elif ...`` chains: callers look a
+function up by its configured name and never branch on it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownNameError(KeyError):
+    """A name that is not registered; the message lists the valid choices."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; show it plainly
+        return str(self.args[0])
+
+
+class Registry(Generic[T]):
+    """Maps names to objects of one type (one signature per registry).
+
+    >>> R: Registry[int] = Registry("numbers")
+    >>> R.register("one")(1)
+    1
+    >>> R["one"]
+    1
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: ``@REG.register("name")`` stores the object under ``name``."""
+
+        def add(obj: T) -> T:
+            if name in self._items:
+                raise ValueError(f"{self.kind} {name!r} is already registered")
+            self._items[name] = obj
+            return obj
+
+        return add
+
+    def __getitem__(self, name: str) -> T:
+        try:
+            return self._items[name]
+        except KeyError:
+            raise UnknownNameError(unknown_name_message(self.kind, name, self.names())) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def items(self) -> list[tuple[str, T]]:
+        return sorted(self._items.items())
+
+
+def unknown_name_message(kind: str, name: str, choices: list[str]) -> str:
+    """``unknown advantage 'gpro'; did you mean 'grpo'? choices: gae, grpo, ...``."""
+    close = difflib.get_close_matches(name, choices, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown {kind} {name!r}{hint} Valid choices: {', '.join(choices)}"
