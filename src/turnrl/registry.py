@@ -70,5 +70,5 @@ class Registry(Generic[T]):
 def unknown_name_message(kind: str, name: str, choices: list[str]) -> str:
     """``unknown advantage 'gpro'; did you mean 'grpo'? choices: gae, grpo, ...``."""
     close = difflib.get_close_matches(name, choices, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = f"; did you mean {close[0]!r}?" if close else "."
     return f"unknown {kind} {name!r}{hint} Valid choices: {', '.join(choices)}"

@@ -1,0 +1,49 @@
+"""Algorithm math as pure tensor functions, looked up by name in typed registries.
+
+Importing ``turnrl.algos`` fills ``ADVANTAGES``, ``POLICY_LOSSES``, ``AGGREGATIONS`` and
+``KL_ESTIMATORS``; ``PRESETS`` bundles their keys into named methods (grpo, dr_grpo, rloo,
+reinforce_pp, ppo). Formulas and papers: ``docs/algorithms.md``.
+"""
+
+from turnrl.algos import advantages, aggregation, kl, losses  # noqa: F401  (fill the registries)
+from turnrl.algos.functional import entropy_from_logits, masked_mean, masked_whiten
+from turnrl.algos.losses import value_loss
+from turnrl.algos.presets import PRESETS, AlgoPreset, get_preset
+from turnrl.algos.registry import (
+    ADVANTAGES,
+    AGGREGATIONS,
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    AdvantageFn,
+    AggregationFn,
+    KLFn,
+    PolicyLossFn,
+    needs_critic,
+    register_advantage,
+    register_aggregation,
+    register_kl_estimator,
+    register_policy_loss,
+)
+
+__all__ = [
+    "ADVANTAGES",
+    "AGGREGATIONS",
+    "KL_ESTIMATORS",
+    "POLICY_LOSSES",
+    "PRESETS",
+    "AdvantageFn",
+    "AggregationFn",
+    "AlgoPreset",
+    "KLFn",
+    "PolicyLossFn",
+    "entropy_from_logits",
+    "get_preset",
+    "masked_mean",
+    "masked_whiten",
+    "needs_critic",
+    "register_advantage",
+    "register_aggregation",
+    "register_kl_estimator",
+    "register_policy_loss",
+    "value_loss",
+]

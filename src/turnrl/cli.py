@@ -1,0 +1,250 @@
+"""The ``turnrl`` command line: train, sft, eval, envs, init-model.
+
+A user's mistake (bad config, unknown env, missing model dir, unreadable dataset) prints one
+clear ``error:`` line and exits with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from turnrl.registry import UnknownNameError
+
+DEFAULT_CONFIG = "configs/default.yaml"
+
+
+class UsageError(ValueError):
+    """A bad command-line argument."""
+
+
+def default_config_path() -> Path:
+    """``configs/default.yaml`` in the working directory, else the copy shipped in the package."""
+    local = Path(DEFAULT_CONFIG)
+    if local.is_file():
+        return local
+    return Path(str(resources.files("turnrl") / "configs" / "default.yaml"))
+
+
+def split_config_args(items: Sequence[str]) -> tuple[Path, list[str]]:
+    """``[CONFIG.yaml] [key=value ...]`` → (config path, overrides)."""
+    items = list(items)
+    if items and "=" not in items[0]:
+        return Path(items.pop(0)), items
+    return default_config_path(), items
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    from turnrl.config import ConfigError
+    from turnrl.envs.registry import EnvPluginError
+    from turnrl.models.chat import ChatTemplateError
+    from turnrl.models.policy import ModelLoadError
+    from turnrl.train.sft import DatasetError
+
+    return (ConfigError, ModelLoadError, DatasetError, ChatTemplateError, UnknownNameError,
+            EnvPluginError, UsageError)
+
+
+# ---------------------------------------------------------------------- commands
+def cmd_train(args: argparse.Namespace) -> int:
+    from turnrl.config import load_config
+    from turnrl.train.loop import train
+
+    if args.resume:
+        run_dir = Path(args.resume)
+        if not (run_dir / "config.yaml").is_file():
+            raise UsageError(f"--resume {args.resume!r}: no config.yaml there; give a run "
+                             "directory such as runs/default")
+        cfg = load_config(run_dir / "config.yaml", args.items)
+        result = train(cfg, resume=run_dir)
+    else:
+        path, overrides = split_config_args(args.items)
+        result = train(load_config(path, overrides))
+    print_results(result.before, result.after, run_dir=result.run_dir,
+                  wall_time_s=result.wall_time_s)
+    return 0
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from turnrl.config import load_config
+    from turnrl.train.loop import Trainer
+
+    path, overrides = split_config_args(args.items)
+    cfg = load_config(path, [*overrides, "sft.enabled=true"])
+    trainer = Trainer(cfg)
+    trainer.warm_start()
+    out = trainer.run_dir / "sft_model"
+    trainer.policy.save_pretrained(str(out))
+    trainer.tokenizer.save_pretrained(str(out))
+    summary = trainer.evaluate(0, "after SFT")
+    print_results(None, summary, run_dir=trainer.run_dir, wall_time_s=None)
+    Console().print(f"SFT model saved to [bold]{out}[/]")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from turnrl.config import load_config
+    from turnrl.train.checkpoint import latest_checkpoint
+    from turnrl.train.loop import Trainer
+
+    target = Path(args.model)
+    if (target / "checkpoints").is_dir():
+        checkpoint = latest_checkpoint(target)
+        if checkpoint is None:
+            raise UsageError(f"run {args.model!r} has no complete checkpoint yet")
+        target = checkpoint
+    overrides = [f"model.path={target}", f"env.id={args.env}", f"eval.episodes={args.episodes}",
+                 f"eval.samples_per_task={args.samples}",
+                 f"eval.pass_k=[{','.join(str(k) for k in args.pass_k or [1])}]",
+                 f"eval.temperature={args.temperature}", "sft.enabled=false",
+                 f"run.name=eval-{args.env}", f"run.out_dir={args.out_dir}"]
+    if args.seed_start is not None:
+        overrides.append(f"env.eval_seed_start={args.seed_start}")
+    trainer = Trainer(load_config(None, overrides))
+    summary = trainer.evaluate(0, "eval")
+    print_results(None, summary, run_dir=trainer.run_dir, wall_time_s=None)
+    return 0
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    from turnrl import envs
+
+    table = Table(title="registered environments")
+    for column in ("id", "max turns", "oracle", "state key", "description"):
+        table.add_column(column)
+    for env_id in envs.registered_ids():
+        spec = envs.spec(env_id)
+        table.add_row(env_id, str(spec.max_turns), _yes(spec.has_oracle),
+                      _yes(spec.has_state_key), spec.description)
+    Console().print(table)
+    return 0
+
+
+def cmd_init_model(args: argparse.Namespace) -> int:
+    from turnrl.config import TinyConfig
+    from turnrl.models.tiny import init_tiny_model
+
+    cfg = TinyConfig(**{name: getattr(args, name) for name in TinyConfig.model_fields})
+    path = init_tiny_model(args.path, cfg)
+    Console().print(f"tiny model written to [bold]{path}[/] (load it with model.path={path})")
+    return 0
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "-"
+
+
+def print_results(before: dict[str, float] | None, after: dict[str, float] | None, *,
+                  run_dir: Path, wall_time_s: float | None) -> None:
+    """The before/after table: success, pass@k and reward with 95% intervals."""
+    table = Table(title=f"evaluation on held-out seeds ({run_dir})")
+    table.add_column("metric")
+    columns = [(name, s) for name, s in (("after SFT (before RL)", before), ("after RL", after))
+               if s is not None]
+    for name, _ in columns:
+        table.add_column(name, justify="right")
+    if not columns:
+        return
+    keys = ["success", *sorted(k for k in columns[0][1] if k.startswith("pass@")
+                               and not k.endswith(("_lo", "_hi"))), "reward"]
+    for key in keys:
+        table.add_row(key, *(_with_interval(s, key) for _, s in columns))
+    for key in ("turns", "tokens", "episodes"):
+        table.add_row(key, *(f"{s.get(key, float('nan')):.2f}".rstrip("0").rstrip(".")
+                             for _, s in columns))
+    console = Console()
+    console.print(table)
+    if before is not None and after is not None:
+        gain = 100 * (after["success"] - before["success"])
+        console.print(f"success change: [bold]{gain:+.1f}[/] percentage points")
+    if wall_time_s is not None:
+        console.print(f"wall time: {wall_time_s:.0f} s")
+
+
+def _with_interval(summary: dict[str, float], key: str) -> str:
+    lo, hi = summary.get(f"{key}_lo"), summary.get(f"{key}_hi")
+    value = summary.get(key, float("nan"))
+    return f"{value:.3f} [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None \
+        else f"{value:.3f}"
+
+
+# ---------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="turnrl", description="Multi-turn RL for language-model agents.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    config_epilog = _config_epilog()
+    p = sub.add_parser("train", help="SFT warm start, RL, evaluation (the whole job)",
+                       description="Train with a YAML config (default: configs/default.yaml) "
+                       "and dotted overrides, e.g. `turnrl train algo.preset=rloo "
+                       "train.steps=50`. Writes runs/<name>/.",
+                       epilog=config_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("items", nargs="*", metavar="[CONFIG.yaml] [key.sub=value ...]")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+    p.set_defaults(fn=cmd_train)
+
+    p = sub.add_parser("sft", help="supervised fine-tuning only (oracle demos or JSONL)",
+                       description="Run the SFT stage of a config, save runs/<name>/sft_model "
+                       "and evaluate it.", epilog=config_epilog,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("items", nargs="*", metavar="[CONFIG.yaml] [key.sub=value ...]")
+    p.set_defaults(fn=cmd_sft)
+
+    p = sub.add_parser("eval", help="evaluate a run or model dir on an env",
+                       description="Success rate, mean reward, mean turns and pass@k with 95% "
+                       "confidence intervals on held-out seeds.")
+    p.add_argument("model", metavar="RUN_OR_MODEL",
+                   help="a run dir (its newest checkpoint), a model dir, a hub id or 'tiny'")
+    p.add_argument("--env", required=True, help="env id, e.g. frozenlake-v0 (see `turnrl envs`)")
+    p.add_argument("--episodes", type=int, default=256, help="number of held-out tasks")
+    p.add_argument("--samples", type=int, default=1, help="episodes per task (for pass@k)")
+    p.add_argument("--pass-k", type=int, nargs="*", help="k values for pass@k (<= --samples)")
+    p.add_argument("--temperature", type=float, default=1.0, help="0 for greedy")
+    p.add_argument("--seed-start", type=int, help="first held-out seed")
+    p.add_argument("--out-dir", default="runs", help="where the eval run dir is written")
+    p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser("envs", help="list registered environments")
+    p.set_defaults(fn=cmd_envs)
+
+    p = sub.add_parser("init-model", help="write the built-in tiny model to a directory",
+                       description="Build the character-level tokenizer and a small Llama-"
+                       "architecture model, saved in the Hugging Face format.")
+    p.add_argument("path", help="output directory")
+    from turnrl.config import TinyConfig
+
+    for name, info in TinyConfig.model_fields.items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=info.default,
+                       help=f"{info.description} (default {info.default})")
+    p.set_defaults(fn=cmd_init_model)
+    return parser
+
+
+def _config_epilog() -> str:
+    from turnrl.config import config_help
+
+    return "config keys:\n" + config_help()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except user_errors() as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,830 @@
+"""The typed config tree: YAML loading, dotted overrides, validation with clear errors.
+
+One pydantic model per section, one documented field per knob; the field descriptions are
+the documentation (`turnrl train --help` prints them through :func:`config_help`).
+
+>>> cfg = load_config(None, ["train.steps=3", "eval.pass_k=[1]"])
+>>> cfg.train.steps, cfg.algo.preset
+(3, 'grpo')
+
+A user's mistake raises :class:`ConfigError`, whose message says what is wrong, where
+(file, line, dotted key or the override) and how to fix it, e.g.
+``configs/x.yaml:12: train.group_size: must be >= 1, got 0``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+import types
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+
+from turnrl.registry import unknown_name_message
+
+__all__ = [
+    "AlgoConfig",
+    "Config",
+    "ConfigError",
+    "ConfigIssue",
+    "EnvConfig",
+    "EvalConfig",
+    "LogConfig",
+    "LoraConfig",
+    "ModelConfig",
+    "RolloutConfig",
+    "RunConfig",
+    "SFTConfig",
+    "TinyConfig",
+    "TrainConfig",
+    "config_help",
+    "dump_config",
+    "load_config",
+    "save_config",
+    "validate_names",
+]
+
+
+# --------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem in a config: the dotted key, where it was set, and what is wrong."""
+
+    key: str | None  # dotted key, e.g. "train.group_size"; None for file-level problems
+    message: str  # what is wrong and how to fix it, without the location
+    where: str | None = None  # "configs/x.yaml:12", "configs/x.yaml", "override 'a.b=1'"
+    line: int | None = None  # 1-based line in the YAML file, when known
+
+    def __str__(self) -> str:
+        head = f"{self.where}: " if self.where else ""
+        return head + self.message
+
+
+class ConfigError(ValueError):
+    """A user's mistake in a config file or an override; the message is meant to be shown as is.
+
+    ``issues`` lists every problem found (all are reported at once, one per line).
+    """
+
+    def __init__(self, message: str | Sequence[ConfigIssue]) -> None:
+        if isinstance(message, str):
+            self.issues: list[ConfigIssue] = [ConfigIssue(key=None, message=message)]
+        else:
+            self.issues = list(message)
+        super().__init__("\n".join(str(issue) for issue in self.issues))
+
+
+class _FieldError(ValueError):
+    """Raised by cross-field validators to blame one field (``related`` may be blamed too)."""
+
+    def __init__(self, field_name: str, message: str, related: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.field_name = field_name
+        self.related = tuple(related)
+
+
+# --------------------------------------------------------------------------------------
+# The config tree
+# --------------------------------------------------------------------------------------
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunConfig(_Section):
+    """Run identity, output folder, seeding and compute placement."""
+
+    name: str = Field("default", description="Run name; outputs go to <out_dir>/<name>/.")
+    out_dir: str = Field("runs", description="Folder that holds one sub-folder per run.")
+    seed: int = Field(0, ge=0, description="Global seed for Python, NumPy and torch.")
+    threads: int = Field(2, ge=1, description="torch CPU threads (torch.set_num_threads).")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="Where to train: auto (cuda when available, else cpu), cpu or cuda."
+    )
+    deterministic: bool = Field(
+        False, description="Use deterministic torch kernels (slower; bitwise reproducible runs)."
+    )
+
+
+class LoraConfig(_Section):
+    """Low-rank adapters (peft) instead of full fine-tuning."""
+
+    enabled: bool = Field(False, description="Train LoRA adapters instead of all weights.")
+    r: int = Field(8, gt=0, description="Adapter rank.")
+    alpha: float = Field(16, description="LoRA scaling numerator (scale = alpha / r).")
+    dropout: float = Field(0.0, ge=0, le=1, description="Dropout on the adapter input.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+        description="Names of the linear modules that get adapters.",
+    )
+
+
+class TinyConfig(_Section):
+    """Shape of the built-in tiny model (used when model.path is 'tiny')."""
+
+    hidden_size: int = Field(128, gt=0, description="Width of the residual stream.")
+    num_layers: int = Field(4, gt=0, description="Number of transformer blocks.")
+    num_heads: int = Field(4, gt=0, description="Attention (query) heads; divides hidden_size.")
+    num_kv_heads: int = Field(2, gt=0, description="Key/value heads (GQA); divides num_heads.")
+    intermediate_size: int = Field(384, gt=0, description="Width of the MLP hidden layer.")
+    max_position_embeddings: int = Field(2048, gt=0, description="Longest sequence in tokens.")
+    seed: int = Field(0, ge=0, description="Seed of the random weight initialisation.")
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> TinyConfig:
+        if self.hidden_size % self.num_heads:
+            raise _FieldError(
+                "hidden_size",
+                f"must be divisible by model.tiny.num_heads ({self.num_heads}), "
+                f"got {self.hidden_size}; pick num_heads that divides hidden_size",
+                related=("num_heads",),
+            )
+        if self.num_heads % self.num_kv_heads:
+            raise _FieldError(
+                "num_kv_heads",
+                f"must divide model.tiny.num_heads ({self.num_heads}), got {self.num_kv_heads}; "
+                "pick a divisor of num_heads",
+                related=("num_heads",),
+            )
+        return self
+
+
+class ModelConfig(_Section):
+    """The policy model: which weights, which dtype, tiny-model shape, LoRA."""
+
+    path: str = Field(
+        "tiny",
+        description="'tiny' builds the built-in model; else a local Hugging Face dir or hub id.",
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weights dtype; auto = float32 on CPU, bfloat16 on GPU."
+    )
+    tiny: TinyConfig = Field(default_factory=TinyConfig, description="Built-in tiny model shape.")
+    lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA adapters.")
+
+
+class EnvConfig(_Section):
+    """The environment and the seeds of training and held-out evaluation tasks."""
+
+    id: str = Field("frozenlake-v0", description="Registered env id (see `turnrl envs`).")
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments passed to make(id, **kwargs)."
+    )
+    train_seed_start: int = Field(0, ge=0, description="First reset seed of training tasks.")
+    eval_seed_start: int = Field(
+        1_000_000_000,
+        ge=0,
+        description="First reset seed of held-out eval tasks; must be > train_seed_start.",
+    )
+
+    @model_validator(mode="after")
+    def _check_seeds(self) -> EnvConfig:
+        if self.eval_seed_start <= self.train_seed_start:
+            raise _FieldError(
+                "eval_seed_start",
+                f"must be > env.train_seed_start ({self.train_seed_start}), got "
+                f"{self.eval_seed_start}, so that evaluation tasks are held out; raise it "
+                "(default 1000000000)",
+                related=("train_seed_start",),
+            )
+        return self
+
+
+class RolloutConfig(_Section):
+    """Sampling of the agent's turns."""
+
+    max_new_tokens: int = Field(16, gt=0, description="Most tokens the agent emits per turn.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature; 0 = greedy.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
+    max_batch_size: int = Field(256, gt=0, description="Most sequences per generate call.")
+    max_context_tokens: int = Field(
+        1024, gt=0, description="Episode token budget; an episode past it is truncated."
+    )
+
+
+class SFTConfig(_Section):
+    """Supervised warm-up on demonstrations before RL."""
+
+    enabled: bool = Field(True, description="Run SFT before RL.")
+    source: Literal["oracle", "jsonl"] = Field(
+        "oracle", description="oracle = the env's expert (oracle_action); jsonl = a file."
+    )
+    path: str | None = Field(
+        None, description="JSONL file of demonstrations; required when source is jsonl."
+    )
+    episodes: int = Field(2000, ge=1, description="Oracle episodes to generate.")
+    random_action_prob: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Chance the oracle demo takes a random action (imperfect demonstrations).",
+    )
+    epochs: int = Field(1, ge=1, description="Passes over the demonstrations.")
+    batch_size: int = Field(32, ge=1, description="Episodes per optimizer step.")
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip.")
+
+    @model_validator(mode="after")
+    def _check_path(self) -> SFTConfig:
+        if self.source == "jsonl" and not self.path:
+            raise _FieldError(
+                "path",
+                "required when sft.source is 'jsonl'; set sft.path to a JSONL file of "
+                "demonstrations, or use sft.source: oracle",
+                related=("source",),
+            )
+        return self
+
+
+class AlgoConfig(_Section):
+    """The RL algorithm: a named preset plus optional per-axis overrides (None = preset's)."""
+
+    preset: str = Field("grpo", description="Named bundle of the keys below (grpo, ppo, ...).")
+    advantage: str | None = Field(None, description="Advantage estimator name.")
+    adv_kwargs: dict[str, Any] | None = Field(
+        None, description="Hyperparameters of the advantage estimator."
+    )
+    policy_loss: str | None = Field(None, description="Policy loss name.")
+    loss_kwargs: dict[str, Any] | None = Field(None, description="Policy loss hyperparameters.")
+    loss_agg: str | None = Field(
+        None,
+        description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, "
+        "seq_mean_token_sum_norm.",
+    )
+    kl_coef: float | None = Field(None, ge=0, description="Weight of the KL penalty.")
+    kl_estimator: str | None = Field(None, description="KL estimator: k1, k2 or k3.")
+    entropy_coef: float | None = Field(None, description="Weight of the entropy bonus.")
+
+
+class TrainConfig(_Section):
+    """The RL loop: steps, batch shape, optimizer, evaluation and checkpoint cadence."""
+
+    steps: int = Field(30, ge=0, description="RL steps (collect, score, update).")
+    n_groups: int = Field(8, ge=1, description="Tasks (groups) per step.")
+    group_size: int = Field(8, ge=1, description="Episodes sampled per task.")
+    epochs: int = Field(1, ge=1, description="PPO epochs over each batch.")
+    mini_batch_size: int = Field(64, ge=1, description="Trajectories per optimizer step.")
+    micro_batch_size: int = Field(
+        16, ge=1, description="Trajectories per forward pass (gradient accumulation)."
+    )
+    lr: float = Field(5e-4, gt=0, description="AdamW learning rate of the policy.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip.")
+    critic_lr: float = Field(1e-3, gt=0, description="Learning rate of the critic, if any.")
+    eval_every: int = Field(0, ge=0, description="Evaluate every N steps; 0 = only at the end.")
+    checkpoint_every: int = Field(
+        10, ge=0, description="Checkpoint every N steps; 0 = only at the end."
+    )
+    save_samples: int = Field(8, ge=0, description="Trajectories saved to samples/ per step.")
+    norm_len: int | None = Field(
+        None, ge=1, description="Constant length for seq_mean_token_sum_norm; None = max length."
+    )
+
+    @model_validator(mode="after")
+    def _check_batches(self) -> TrainConfig:
+        if self.micro_batch_size > self.mini_batch_size:
+            raise _FieldError(
+                "micro_batch_size",
+                f"must be <= train.mini_batch_size ({self.mini_batch_size}), got "
+                f"{self.micro_batch_size}; lower micro_batch_size or raise mini_batch_size",
+                related=("mini_batch_size",),
+            )
+        per_step = self.n_groups * self.group_size
+        if self.mini_batch_size > per_step:
+            raise _FieldError(
+                "mini_batch_size",
+                f"must be <= train.n_groups * train.group_size = {self.n_groups} * "
+                f"{self.group_size} = {per_step} trajectories per step, got "
+                f"{self.mini_batch_size}; lower mini_batch_size or raise n_groups/group_size",
+                related=("n_groups", "group_size"),
+            )
+        return self
+
+
+class EvalConfig(_Section):
+    """Held-out evaluation."""
+
+    episodes: int = Field(256, ge=1, description="Held-out tasks (seeds) to evaluate.")
+    samples_per_task: int = Field(1, ge=1, description="Episodes sampled per task.")
+    pass_k: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [1], description="k values of pass@k; each <= samples_per_task."
+    )
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature; 0 = greedy.")
+    before_training: bool = Field(True, description="Also evaluate before the first step.")
+
+    @model_validator(mode="after")
+    def _check_pass_k(self) -> EvalConfig:
+        too_big = [k for k in self.pass_k if k > self.samples_per_task]
+        if too_big:
+            raise _FieldError(
+                "pass_k",
+                f"pass@{too_big[0]} needs at least {too_big[0]} samples per task but "
+                f"eval.samples_per_task is {self.samples_per_task}; raise "
+                f"eval.samples_per_task to >= {max(too_big)} or drop {too_big} from eval.pass_k",
+                related=("samples_per_task",),
+            )
+        return self
+
+
+class LogConfig(_Section):
+    """Where metrics go (metrics.jsonl is always written)."""
+
+    tensorboard: bool = Field(True, description="Write TensorBoard events.")
+    wandb: bool = Field(False, description="Log to Weights & Biases (turnrl[wandb]).")
+    mlflow: bool = Field(False, description="Log to MLflow (turnrl[mlflow]).")
+    progress: bool = Field(True, description="Show a progress bar on the terminal.")
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """Where each value of a loaded config came from, for error messages."""
+
+    source: str | None = None  # the YAML file, as the user named it
+    lines: dict[str, int] = field(default_factory=dict)  # dotted key -> 1-based line
+    overrides: dict[str, str] = field(default_factory=dict)  # dotted key -> "key=value"
+
+    def locate(self, key: str, related: Sequence[str] = ()) -> tuple[str | None, int | None]:
+        """``(where, line)`` of ``key``: its override, its line, else a related key or parent."""
+        for candidate in (key, *related):
+            if candidate in self.overrides:
+                return f"override {self.overrides[candidate]!r}", None
+            if candidate in self.lines:
+                return self._at(self.lines[candidate])
+        parts = key.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            prefix = ".".join(parts[:end])
+            if prefix in self.overrides:
+                return f"override {self.overrides[prefix]!r}", None
+            if prefix in self.lines:
+                return self._at(self.lines[prefix])
+        return self.source, None
+
+    def _at(self, line: int) -> tuple[str | None, int | None]:
+        return (f"{self.source}:{line}" if self.source else None), line
+
+
+class Config(_Section):
+    """The whole run: every knob of `turnrl train`, with defaults, so ``Config()`` is valid."""
+
+    run: RunConfig = Field(default_factory=RunConfig, description="Run identity and compute.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="The policy model.")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="The environment.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling.")
+    sft: SFTConfig = Field(default_factory=SFTConfig, description="Supervised warm-up.")
+    algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL algorithm.")
+    train: TrainConfig = Field(default_factory=TrainConfig, description="The RL loop.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
+    log: LogConfig = Field(default_factory=LogConfig, description="Metric sinks.")
+
+    _origin: _Origin = PrivateAttr(default_factory=_Origin)
+
+    def __eq__(self, other: object) -> bool:
+        """Configs are equal when their values are; where they were loaded from does not count."""
+        if not isinstance(other, Config):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in type(self).model_fields)
+
+    def origin_of(self, key: str) -> str | None:
+        """Where a dotted key was set: ``"configs/x.yaml:12"``, ``"override 'a.b=1'"`` or None.
+
+        Lets later checks (env kwargs, registry names) point the user at the right line.
+        """
+        where, _ = self._origin.locate(key)
+        return where
+
+
+# --------------------------------------------------------------------------------------
+# YAML with line numbers
+# --------------------------------------------------------------------------------------
+
+
+def _key_lines(node: yaml.Node, prefix: str = "") -> Iterator[tuple[str, int, bool]]:
+    """Yield ``(dotted key, 1-based line, is_duplicate)`` for every mapping key and list item."""
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            name = str(key_node.value)
+            dotted = f"{prefix}{name}"
+            yield dotted, key_node.start_mark.line + 1, name in seen
+            seen.add(name)
+            yield from _key_lines(value_node, dotted + ".")
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            yield f"{prefix}{index}", item.start_mark.line + 1, False
+            yield from _key_lines(item, f"{prefix}{index}.")
+
+
+def _read_yaml(path: Path, source: str) -> tuple[dict[str, Any], dict[str, int]]:
+    """Read a YAML mapping and the line of each key; any problem is a ConfigError."""
+    if not path.exists():
+        raise ConfigError(
+            f"{source}: config file not found; check the path (try configs/default.yaml)"
+        )
+    if not path.is_file():
+        raise ConfigError(f"{source}: is not a file; pass a YAML config file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read the file: {exc}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(_yaml_error_message(exc, source)) from None
+    lines: dict[str, int] = {}
+    issues = []
+    if node is not None:
+        for dotted, line, duplicate in _key_lines(node):
+            if duplicate:
+                issues.append(
+                    ConfigIssue(
+                        key=dotted,
+                        message=f"{dotted}: duplicate key (first at line {lines[dotted]}); "
+                        "keep only one",
+                        where=f"{source}:{line}",
+                        line=line,
+                    )
+                )
+            else:
+                lines[dotted] = line
+    if issues:
+        raise ConfigError(issues)
+    if data is None:
+        return {}, lines
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}:1: the top level must be a mapping of sections "
+            f"({', '.join(Config.model_fields)}), got {_kind(data)}"
+        )
+    return data, lines
+
+
+def _yaml_error_message(exc: yaml.YAMLError, source: str) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f"{source}:{mark.line + 1}" if mark is not None else source
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    detail = f"{problem} ({context})" if context else problem
+    return f"{where}: invalid YAML: {detail}; fix the syntax at this line"
+
+
+# --------------------------------------------------------------------------------------
+# Overrides
+# --------------------------------------------------------------------------------------
+
+_FREE_FORM = object()  # marker: a dict field, any sub-key is allowed
+
+
+def _child(model: type[BaseModel], name: str) -> Any:
+    """The annotation of ``model.name``: a section class, a dict field, or a leaf type."""
+    annotation = model.model_fields[name].annotation
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if _is_mapping_type(annotation):
+        return _FREE_FORM
+    return annotation
+
+
+def _is_mapping_type(annotation: Any) -> bool:
+    if get_origin(annotation) is dict:
+        return True
+    if get_origin(annotation) in (Union, types.UnionType):
+        return any(get_origin(arg) is dict for arg in get_args(annotation))
+    return False
+
+
+def _unknown_key_message(name: str, parent: str, valid: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(valid), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else "."
+    where = f"in {parent!r}" if parent else "at top level"
+    return f"unknown key {name!r} {where}{hint} Valid keys: {', '.join(sorted(valid))}"
+
+
+def _resolve_key(dotted: str) -> Any:
+    """Check a dotted key against the schema; return its leaf annotation (or _FREE_FORM)."""
+    current: Any = Config
+    parts = dotted.split(".")
+    for index, part in enumerate(parts):
+        parent = ".".join(parts[:index])
+        if current is _FREE_FORM:
+            return _FREE_FORM
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            raise ValueError(f"{parent!r} is a value, not a section; it has no key {part!r}")
+        if part not in current.model_fields:
+            raise ValueError(_unknown_key_message(part, parent, list(current.model_fields)))
+        current = _child(current, part)
+    return current
+
+
+def _is_str_type(annotation: Any) -> bool:
+    if annotation is str or get_origin(annotation) is Literal:
+        return True
+    if get_origin(annotation) in (Union, types.UnionType):
+        return str in get_args(annotation)
+    return False
+
+
+def _apply_override(data: dict[str, Any], text: str, origin: _Origin) -> None:
+    if "=" not in text:
+        raise ConfigError(
+            [ConfigIssue(None, "expected key.sub=value, e.g. train.lr=1e-4", f"override {text!r}")]
+        )
+    dotted, raw = (part.strip() for part in text.split("=", 1))
+    where = f"override {text!r}"
+    if not dotted or any(not part for part in dotted.split(".")):
+        raise ConfigError([ConfigIssue(None, "expected key.sub=value, e.g. train.lr=1e-4", where)])
+    try:
+        leaf = _resolve_key(dotted)
+        value = yaml.safe_load(raw)
+    except ValueError as exc:  # unknown key, or a key below a value
+        raise ConfigError([ConfigIssue(dotted, str(exc), where)]) from None
+    except yaml.YAMLError as exc:
+        message = f"{dotted}: cannot parse value {raw!r}: {getattr(exc, 'problem', exc)}"
+        raise ConfigError([ConfigIssue(dotted, message, where)]) from None
+    if _is_str_type(leaf) and isinstance(value, (int, float, bool)):
+        value = raw  # run.name=2024 means the string "2024"
+    *parents, last = dotted.split(".")
+    target = data
+    for part in parents:
+        if not isinstance(target.get(part), dict):
+            target[part] = {}
+        target = target[part]
+    target[last] = value
+    # This override now owns the key and everything below it.
+    for key in [k for k in origin.lines if k == dotted or k.startswith(dotted + ".")]:
+        del origin.lines[key]
+    for key in [k for k in origin.overrides if k.startswith(dotted + ".")]:
+        del origin.overrides[key]
+    origin.overrides[dotted] = text
+
+
+# --------------------------------------------------------------------------------------
+# Pydantic errors -> ConfigIssues
+# --------------------------------------------------------------------------------------
+
+_EXPECTED = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a mapping (key: value lines)",
+    "model_type": "a mapping (a section of key: value lines)",
+    "model_attributes_type": "a mapping (a section of key: value lines)",
+}
+
+_BOUNDS = {
+    "greater_than": (">", "gt"),
+    "greater_than_equal": (">=", "ge"),
+    "less_than": ("<", "lt"),
+    "less_than_equal": ("<=", "le"),
+}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "mapping"
+    return type(value).__name__
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value)) if abs(value) < 1e15 else repr(value)
+    return repr(value)
+
+
+def _literal_choices(loc: tuple[Any, ...]) -> list[str]:
+    current: Any = Config
+    for part in loc:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        current = current.model_fields[str(part)].annotation
+    return [str(choice) for choice in get_args(current)] if get_origin(current) is Literal else []
+
+
+def _valid_keys(loc: tuple[Any, ...]) -> list[str]:
+    current: Any = Config
+    for part in loc:
+        current = current.model_fields[str(part)].annotation
+    return list(current.model_fields)
+
+
+def _describe(error: Mapping[str, Any]) -> tuple[tuple[Any, ...], str, tuple[str, ...]]:
+    """``(loc, message, related keys)`` of one pydantic error, in the user's words."""
+    loc = tuple(error["loc"])
+    kind = error["type"]
+    value = error.get("input")
+    ctx = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        parent = loc[:-1]
+        name = str(loc[-1])
+        return loc, _unknown_key_message(name, _dotted(parent), _valid_keys(parent)), ()
+    if kind == "value_error" and isinstance(ctx.get("error"), _FieldError):
+        exc = ctx["error"]
+        related = tuple(_dotted((*loc, name)) for name in exc.related)
+        return (*loc, exc.field_name), str(exc), related
+    if kind in _EXPECTED:
+        message = f"expected {_EXPECTED[kind]}, got {_show(value)} ({_kind(value)})"
+        if kind == "string_type" and isinstance(value, (int, float, bool)):
+            message += f"; quote it: '{value}'"
+        return loc, message, ()
+    if kind in _BOUNDS:
+        symbol, name = _BOUNDS[kind]
+        return loc, f"must be {symbol} {_show(ctx.get(name))}, got {_show(value)}", ()
+    if kind == "literal_error":
+        return loc, _choice_message(value, _literal_choices(loc)), ()
+    if kind == "value_error" and "error" in ctx:
+        return loc, str(ctx["error"]), ()
+    return loc, f"{error['msg']}, got {_show(value)}", ()
+
+
+def _choice_message(value: Any, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(str(value), list(choices), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else "."
+    return f"unknown value {_show(value)}{hint} Valid choices: {', '.join(choices)}"
+
+
+def _dotted(loc: Sequence[Any]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _issues_from(exc: ValidationError, origin: _Origin) -> list[ConfigIssue]:
+    issues = []
+    for error in exc.errors():
+        loc, message, related = _describe(error)
+        key = _dotted(loc)
+        where, line = origin.locate(key, related)
+        if error["type"] != "extra_forbidden":
+            message = f"{key}: {message}"
+        issues.append(ConfigIssue(key=key, message=message, where=where, line=line))
+    # In file order; overrides and keys without a line come last.
+    return sorted(issues, key=lambda issue: (issue.line is None, issue.line or 0))
+
+
+# --------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
+    """Read a YAML config (None = defaults only), apply ``key.sub=value`` overrides, validate.
+
+    Override values are parsed as YAML: ``train.lr=1e-4``, ``log.wandb=false``,
+    ``eval.pass_k=[1,2]``, ``env.kwargs.max_turns=12``. Later overrides win.
+    Raises :class:`ConfigError` with file, line, key and fix for any mistake.
+    """
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    if path is None:
+        data: dict[str, Any] = {}
+        origin = _Origin()
+    else:
+        source = str(path)
+        data, lines = _read_yaml(Path(path), source)
+        origin = _Origin(source=source, lines=lines)
+    for text in overrides:
+        _apply_override(data, text, origin)
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_issues_from(exc, origin)) from None
+    cfg._origin = origin
+    return cfg
+
+
+def validate_names(cfg: Config, choices: Mapping[str, Sequence[str]]) -> None:
+    """Check names against registries: ``{"algo.preset": [...], "env.id": [...], ...}``.
+
+    A value that is None (not set) is skipped. Raises :class:`ConfigError` naming the key,
+    where it was set, the closest valid name and all valid names.
+    """
+    issues = []
+    for key, valid in choices.items():
+        value: Any = cfg
+        for part in key.split("."):
+            if not isinstance(value, BaseModel) or part not in type(value).model_fields:
+                raise ValueError(f"validate_names: {key!r} is not a config key")
+            value = getattr(value, part)
+        if value is None or value in valid:
+            continue
+        kind = _NAME_KINDS.get(key.rsplit(".", 1)[-1], key.rsplit(".", 1)[-1].replace("_", " "))
+        where, line = cfg._origin.locate(key)
+        message = f"{key}: {unknown_name_message(kind, str(value), sorted(valid))}"
+        issues.append(ConfigIssue(key=key, message=message, where=where, line=line))
+    if issues:
+        raise ConfigError(issues)
+
+
+_NAME_KINDS = {
+    "id": "env",
+    "loss_agg": "loss aggregation",
+    "kl_estimator": "KL estimator",
+    "policy_loss": "policy loss",
+}
+
+
+def dump_config(cfg: Config) -> str:
+    """YAML of the fully resolved config, keys in declaration order; load_config reads it back."""
+    return yaml.safe_dump(
+        cfg.model_dump(mode="json"), sort_keys=False, default_flow_style=False, allow_unicode=True
+    )
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    """Write :func:`dump_config` to ``path`` atomically (temp file in the same folder + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(dump_config(cfg))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _type_name(annotation: Any) -> str:
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Literal:
+        return "|".join(str(arg) for arg in args)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(arg) for arg in args)
+    if origin is list:
+        return f"list[{_type_name(args[0])}]"
+    if origin is dict:
+        return "mapping"
+    if annotation is type(None):
+        return "null"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _constraints(metadata: Sequence[Any]) -> str:
+    parts = []
+    for item in metadata:
+        for name, symbol in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+            bound = getattr(item, name, None)
+            if bound is not None:
+                parts.append(f"{symbol} {_show(bound)}")
+    return f", {' and '.join(parts)}" if parts else ""
+
+
+def _yaml_inline(value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True, width=1000).strip()
+    return text.removesuffix("...").strip()
+
+
+def _help_lines(model: type[BaseModel], prefix: str) -> Iterator[str]:
+    defaults = model().model_dump(mode="json")
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        dotted = f"{prefix}{name}"
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield ""
+            yield f"{dotted}: {(annotation.__doc__ or '').strip()}"
+            yield from _help_lines(annotation, dotted + ".")
+            continue
+        kind = _type_name(annotation) + _constraints(info.metadata)
+        yield f"  {dotted} ({kind}) = {_yaml_inline(defaults[name])}"
+        yield f"      {info.description}"
+
+
+def config_help() -> str:
+    """Every config key with its type, default and description (for ``turnrl train --help``)."""
+    head = [
+        "Config keys (set them in the YAML file or as key.sub=value overrides):",
+    ]
+    return "\n".join([*head, *_help_lines(Config, "")]).rstrip() + "\n"

@@ -1,0 +1,211 @@
+"""Register envs by versioned id and build them with ``make``.
+
+>>> env = make("frozenlake-v0", max_turns=20)
+>>> env.spec.max_turns
+20
+
+Third-party packages register through the ``turnrl.envs`` entry-point group::
+
+    # pyproject.toml of the plugin
+    [project.entry-points."turnrl.envs"]
+    mazes = "my_mazes.register:register_envs"   # a function calling turnrl.envs.register(...)
+
+The group is read once, lazily, on the first ``make``/``spec``/``registered_ids``: each entry
+point is loaded (importing its module may itself register envs) and, if the loaded object is
+callable, called with no arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import replace
+from importlib import metadata
+from typing import Any
+
+from turnrl.envs.protocol import Env, EnvSpec, parse_env_id
+from turnrl.registry import UnknownNameError, unknown_name_message
+
+ENTRY_POINT_GROUP = "turnrl.envs"
+
+_SPECS: dict[str, EnvSpec] = {}
+_loaded_plugins: set[str] = set()  # "name = value" of entry points already loaded
+_plugins_scanned = False
+
+
+class UnknownEnvError(UnknownNameError):
+    """An env id that is not registered (a ``KeyError``); the message lists the valid ids."""
+
+
+class EnvPluginError(RuntimeError):
+    """A ``turnrl.envs`` entry point failed to load or register."""
+
+
+def register(
+    id: str,
+    entry_point: str | Callable[..., Any],
+    *,
+    max_turns: int,
+    description: str,
+    reward_range: tuple[float, float] = (0.0, 1.0),
+    tools: list[str] | tuple[str, ...] = (),
+    has_oracle: bool = False,
+    has_state_key: bool = False,
+    has_privileged_info: bool = False,
+    **kwargs: Any,
+) -> EnvSpec:
+    """Register an env under a versioned id and return its spec.
+
+    ``entry_point`` is ``"package.module:Class"`` (imported on the first ``make``) or a
+    callable returning an env. ``kwargs`` are constructor defaults that ``make`` overrides.
+    If the constructor takes ``max_turns``, it receives the spec's ``max_turns``.
+    """
+    env_spec = EnvSpec(
+        id=id,
+        entry_point=entry_point,
+        max_turns=max_turns,
+        description=description,
+        reward_range=reward_range,
+        tools=list(tools),
+        kwargs=kwargs,
+        has_oracle=has_oracle,
+        has_state_key=has_state_key,
+        has_privileged_info=has_privileged_info,
+    )
+    register_spec(env_spec)
+    return env_spec
+
+
+def register_spec(env_spec: EnvSpec) -> None:
+    """Register a ready-made ``EnvSpec`` (what ``register`` does after building one)."""
+    if env_spec.id in _SPECS:
+        raise ValueError(
+            f"env {env_spec.id!r} is already registered; register the changed env under a new "
+            f"version (e.g. {env_spec.name}-v{env_spec.version + 1}) instead of replacing it"
+        )
+    _SPECS[env_spec.id] = env_spec
+
+
+def registered_ids() -> list[str]:
+    """Every registered id, sorted (built-ins and plugins)."""
+    load_plugins()
+    return sorted(_SPECS)
+
+
+def spec(id: str) -> EnvSpec:
+    """The registered spec of ``id`` (a copy: editing it changes nothing)."""
+    load_plugins()
+    return _copy(_lookup(id))
+
+
+def make(id: str, **overrides: Any) -> Env:
+    """Build the env registered as ``id``; ``overrides`` replace its constructor defaults.
+
+    The instance's ``spec`` carries every constructor argument it was built with, and
+    ``max_turns`` reflects an override when the constructor takes ``max_turns``.
+    """
+    load_plugins()
+    registered = _lookup(id)
+    factory = _load_entry_point(registered)
+    params = _keyword_params(factory)
+    if params is not None:
+        _check_kwargs(registered, {**registered.kwargs, **overrides}, params)
+    kwargs = dict(registered.kwargs)
+    if params is not None and "max_turns" in params:
+        kwargs["max_turns"] = registered.max_turns
+    kwargs.update(overrides)
+    env = factory(**kwargs)
+    if params is not None:
+        kwargs = {**{n: p.default for n, p in params.items() if p.default is not p.empty}, **kwargs}
+    max_turns = kwargs.get("max_turns", registered.max_turns)
+    env.spec = replace(registered, kwargs=kwargs, max_turns=max_turns)
+    return env
+
+
+def load_plugins() -> None:
+    """Load the ``turnrl.envs`` entry points once (called by ``make``, ``spec``, ...)."""
+    global _plugins_scanned
+    if _plugins_scanned:
+        return
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        label = f"{entry_point.name} = {entry_point.value}"
+        if label in _loaded_plugins:
+            continue
+        try:
+            hook = entry_point.load()
+            if callable(hook):
+                hook()
+        except Exception as exc:
+            raise EnvPluginError(
+                f"env plugin {label!r} (entry-point group {ENTRY_POINT_GROUP!r}) failed: "
+                f"{type(exc).__name__}: {exc}. Fix or uninstall the package that declares it."
+            ) from exc
+        _loaded_plugins.add(label)
+    _plugins_scanned = True
+
+
+def _lookup(id: str) -> EnvSpec:
+    if id in _SPECS:
+        return _SPECS[id]
+    choices = sorted(_SPECS)
+    parsed = parse_env_id(id)
+    name = parsed[0] if parsed else str(id)
+    versions = sorted((s for s in _SPECS.values() if s.name == name), key=lambda s: s.version)
+    if versions and parsed is None:
+        message = (
+            f"env id {id!r} has no version; did you mean {versions[-1].id!r}? "
+            f"Valid choices: {', '.join(choices)}"
+        )
+    elif versions:
+        message = (
+            f"unknown env {id!r}; registered versions of {name!r}: "
+            f"{', '.join(s.id for s in versions)}"
+        )
+    else:
+        message = unknown_name_message("env", id, choices)
+    raise UnknownEnvError(message)
+
+
+def _load_entry_point(env_spec: EnvSpec) -> Callable[..., Any]:
+    if callable(env_spec.entry_point):
+        return env_spec.entry_point
+    module_name, _, attr_path = env_spec.entry_point.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for attr in attr_path.split("."):
+            obj = getattr(obj, attr)
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(
+            f"env {env_spec.id!r}: cannot load entry point {env_spec.entry_point!r}: {exc}"
+        ) from exc
+    return obj
+
+
+def _keyword_params(factory: Callable[..., Any]) -> dict[str, inspect.Parameter] | None:
+    """Parameters that can be passed by keyword; ``None`` when anything goes (``**kwargs``)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    params = signature.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name: p for p in params if p.kind in kinds}
+
+
+def _check_kwargs(
+    env_spec: EnvSpec, kwargs: dict[str, Any], params: dict[str, inspect.Parameter]
+) -> None:
+    unknown = [name for name in kwargs if name not in params]
+    if unknown:
+        accepted = ", ".join(sorted(params)) or "none"
+        raise TypeError(
+            f"make({env_spec.id!r}) got unknown keyword argument(s) {', '.join(unknown)}; "
+            f"{env_spec.id} accepts: {accepted}"
+        )
+
+
+def _copy(env_spec: EnvSpec) -> EnvSpec:
+    return replace(env_spec, kwargs=dict(env_spec.kwargs), tools=list(env_spec.tools))

@@ -1,0 +1,114 @@
+"""Chat-template rendering and the token ledger built from template deltas.
+
+Nothing is re-tokenized: the ledger keeps the exact token ids fed to (or sampled by) the
+model. New messages are appended as a *template delta*: the text the chat template adds
+for them, given everything before. So the concatenated ledger always decodes to what the
+template produces for the whole conversation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import PreTrainedTokenizerBase
+
+from turnrl.types import Message
+
+
+class ChatTemplateError(ValueError):
+    """The tokenizer's chat template does not extend a conversation by appending text."""
+
+
+def render(tokenizer: PreTrainedTokenizerBase, messages: list[Message], *,
+           add_generation_prompt: bool) -> str:
+    """The chat template's text for ``messages``."""
+    if tokenizer.chat_template is None:
+        raise ChatTemplateError(
+            f"tokenizer {tokenizer.name_or_path!r} has no chat template; use an instruct/chat "
+            "model or set tokenizer.chat_template"
+        )
+    text = tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=add_generation_prompt
+    )
+    assert isinstance(text, str)
+    return text
+
+
+def encode(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    """Token ids of ``text`` without adding BOS/EOS (the template already has them)."""
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+@dataclass
+class TemplateLedger:
+    """Grows a conversation's token ledger turn by turn.
+
+    ``token_ids``, ``loss_mask``, ``logprobs`` and ``turn_index`` always have equal length;
+    ``text`` is the decoded ledger, which must stay a prefix of the template's rendering.
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    messages: list[Message] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turn_index: list[int] = field(default_factory=list)
+    text: str = ""
+
+    def add_messages(self, messages: list[Message], *, turn: int,
+                     add_generation_prompt: bool) -> list[int]:
+        """Append non-sampled messages (prompt, observation, tool output) as a template delta."""
+        self.messages.extend(messages)
+        full = render(self.tokenizer, self.messages, add_generation_prompt=add_generation_prompt)
+        if not full.startswith(self.text):
+            raise ChatTemplateError(
+                "the chat template does not render the conversation as an extension of its "
+                f"previous rendering (after {len(self.messages)} messages); turnrl needs an "
+                "append-only template. Previous ends with "
+                f"{self.text[-60:]!r}, new rendering has {full[len(self.text) - 60:len(self.text)]!r}"
+            )
+        delta = encode(self.tokenizer, full[len(self.text):])
+        self._extend(delta, mask=0, logprobs=None, turn=turn)
+        self.text = full
+        return delta
+
+    def add_sampled(self, token_ids: list[int], logprobs: list[float] | None, *, turn: int,
+                    eos_token_id: int | None) -> str:
+        """Append the agent's sampled tokens; returns the assistant message content."""
+        body = token_ids[:-1] if token_ids and token_ids[-1] == eos_token_id else token_ids
+        content = self.tokenizer.decode(body, skip_special_tokens=False)
+        self._extend(token_ids, mask=1, logprobs=logprobs, turn=turn)
+        self.text += self.tokenizer.decode(token_ids, skip_special_tokens=False)
+        self.messages.append({"role": "assistant", "content": content})
+        return content
+
+    def _extend(self, ids: list[int], *, mask: int, logprobs: list[float] | None,
+                turn: int) -> None:
+        self.token_ids.extend(ids)
+        self.loss_mask.extend([mask] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+        self.turn_index.extend([turn] * len(ids))
+
+
+def ledger_from_messages(tokenizer: PreTrainedTokenizerBase,
+                         messages: list[Message]) -> TemplateLedger:
+    """Ledger of a finished conversation (for SFT): assistant contents + EOS are 'sampled'.
+
+    Assistant turns are tokenized as the model would have produced them: the content's
+    tokens followed by the EOS token; everything else is a template delta with mask 0.
+    """
+    ledger = TemplateLedger(tokenizer)
+    pending: list[Message] = []
+    turn = -1
+    for message in messages:
+        if message["role"] != "assistant":
+            pending.append(message)
+            continue
+        ledger.add_messages(pending, turn=turn, add_generation_prompt=True)
+        pending = []
+        turn += 1
+        ids = encode(tokenizer, message["content"]) + [tokenizer.eos_token_id]
+        ledger.add_sampled(ids, None, turn=turn, eos_token_id=tokenizer.eos_token_id)
+    if pending or ledger.messages:
+        ledger.add_messages(pending, turn=turn, add_generation_prompt=False)
+    return ledger

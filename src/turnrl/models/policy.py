@@ -1,0 +1,153 @@
+"""Loading policies, tokenizers, LoRA adapters and critics from Hugging Face model dirs.
+
+``model.path`` may be a local Hugging Face causal-LM directory or a hub id; the built-in tiny
+model is such a directory too, so there is one loading path for every model.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import PreTrainedTokenizerBase as Tokenizer
+
+
+class ModelLoadError(ValueError):
+    """A model or tokenizer that cannot be used, with the reason and the fix."""
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` is CUDA when available, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("run.device is 'cuda' but no CUDA device is visible; use 'cpu'")
+    return torch.device(name)
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """``auto`` is fp32 on CPU (bf16 matmuls are slow there) and bf16 on GPUs."""
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def check_model_path(path: str) -> None:
+    """A clear error for a local path that is not a model dir (hub ids pass through)."""
+    local = Path(path).expanduser()
+    looks_local = path.startswith((".", "/", "~")) or local.exists() or path.count("/") > 1
+    if looks_local and not (local / "config.json").is_file():
+        what = "does not exist" if not local.exists() else "has no config.json"
+        raise ModelLoadError(
+            f"model.path {path!r} {what}; give a Hugging Face model directory (with "
+            "config.json), a hub id, or 'tiny' for the built-in model "
+            "(`turnrl init-model DIR` writes one)"
+        )
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """The model's tokenizer; it must have a chat template. A missing pad token becomes EOS."""
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    if tokenizer.chat_template is None:
+        raise ModelLoadError(
+            f"the tokenizer in {str(path)!r} has no chat template; turnrl renders "
+            "conversations with it. Use a chat/instruct model or add `chat_template` to "
+            "its tokenizer_config.json"
+        )
+    if tokenizer.eos_token_id is None:
+        raise ModelLoadError(f"the tokenizer in {str(path)!r} has no eos_token; set one")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_policy(path: str | Path, *, dtype: torch.dtype, device: torch.device,
+                lora: dict | None = None) -> PreTrainedModel:
+    """A causal LM from ``path``; with ``lora`` (peft LoraConfig kwargs) a peft model.
+
+    LoRA keeps the base weights frozen and trains adapters on ``target_modules``.
+    """
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **lora))
+    return model
+
+
+def token_logprobs(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, *,
+                   temperature: float = 1.0, with_entropy: bool = False
+                   ) -> tuple[Tensor, Tensor | None]:
+    """Log-prob of every token given its prefix, aligned with ``input_ids``.
+
+    Args:
+        input_ids, attention_mask: (B, T), right-padded.
+    Returns:
+        logprobs (B, T) with ``logprobs[:, t] = log π(x_t | x_<t)`` under
+        ``softmax(logits / temperature)`` and ``logprobs[:, 0] = 0``; entropy (B, T) of the
+        distribution each token was drawn from (same alignment), if asked.
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    if temperature not in (0.0, 1.0):
+        logits = logits / temperature
+    logp_all = torch.log_softmax(logits, -1)
+    picked = logp_all.gather(-1, input_ids[:, 1:, None])[..., 0]
+    logprobs = torch.nn.functional.pad(picked, (1, 0))
+    entropy = None
+    if with_entropy:
+        ent = -(logp_all.exp() * logp_all).sum(-1)
+        entropy = torch.nn.functional.pad(ent, (1, 0))
+    return logprobs, entropy
+
+
+class ValueModel(nn.Module):
+    """A critic: the policy's transformer body (a separate copy) plus a scalar head.
+
+    ``forward`` returns values (B, T): ``values[:, t]`` is V(state after ``tokens[: t + 1]``).
+    """
+
+    HEAD_FILE = "value_head.safetensors"
+
+    def __init__(self, body: PreTrainedModel) -> None:
+        super().__init__()
+        self.body = body
+        self.head = nn.Linear(body.config.hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, dtype: torch.dtype,
+                        device: torch.device) -> ValueModel:
+        body = AutoModel.from_pretrained(str(path), dtype=dtype)
+        critic = cls(body).to(device)
+        head_file = Path(path) / cls.HEAD_FILE
+        if head_file.is_file():
+            critic.head.load_state_dict(load_file(str(head_file)))
+        return critic
+
+    @classmethod
+    def from_policy(cls, policy: nn.Module, *, source: str | Path | None = None) -> ValueModel:
+        """A critic whose body starts as a copy of the policy's transformer body.
+
+        With ``source`` (a checkpoint dir) holding ``critic/``, that critic is loaded instead.
+        """
+        param = next(policy.parameters())
+        if source is not None and (Path(source) / "critic").is_dir():
+            return cls.from_pretrained(Path(source) / "critic", dtype=param.dtype,
+                                       device=param.device)
+        unwrapped = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
+        body = copy.deepcopy(unwrapped.base_model).requires_grad_(True)
+        return cls(body).to(device=param.device)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        hidden = self.body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.head(hidden.to(self.head.weight.dtype))[..., 0].float()
+
+    def save_pretrained(self, path: str | Path) -> None:
+        self.body.save_pretrained(str(path))
+        save_file({k: v.contiguous() for k, v in self.head.state_dict().items()},
+                  str(Path(path) / self.HEAD_FILE))

@@ -1,0 +1,89 @@
+"""A tiny model that turnrl builds itself: no downloads, saved in the Hugging Face format.
+
+The tokenizer is character level (every printable ASCII character is a token) plus the
+ChatML markers and role names as single tokens, with a ChatML chat template. The model is a
+small Llama-architecture ``LlamaForCausalLM`` (about 1 M parameters by default). Both are written with
+``save_pretrained`` so the rest of turnrl loads them exactly like a downloaded model.
+"""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from turnrl.config import TinyConfig
+
+PAD, BOS, EOS, UNK = "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>"
+SPECIAL_TOKENS = [PAD, BOS, EOS, UNK]
+ROLE_TOKENS = ["system", "user", "assistant", "tool"]
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """Character-level fast tokenizer with ChatML specials and a chat template."""
+    chars = [c for c in string.printable if c not in "\x0b\x0c\r"]
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + chars)}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        unk_token=UNK,
+        additional_special_tokens=[],
+        chat_template=CHATML_TEMPLATE,
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.add_tokens(ROLE_TOKENS)  # single tokens, decoded back to the same text
+    return tokenizer
+
+
+def build_model(vocab_size: int, config: TinyConfig | None = None) -> LlamaForCausalLM:
+    """A randomly initialised Llama-architecture causal LM (fp32), deterministic given ``config.seed``."""
+    cfg = config or TinyConfig()
+    hf_config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        max_position_embeddings=cfg.max_position_embeddings,
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = LlamaForCausalLM(hf_config)
+    return model.float()
+
+
+def init_tiny_model(path: str | Path, config: TinyConfig | None = None) -> Path:
+    """Build the tokenizer and model and save both to ``path`` (a Hugging Face model dir)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer()
+    model = build_model(len(tokenizer), config)
+    model.config.eos_token_id = tokenizer.eos_token_id
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    (path / "turnrl_tiny.json").write_text((config or TinyConfig()).model_dump_json() + "\n")
+    return path

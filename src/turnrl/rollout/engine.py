@@ -1,0 +1,46 @@
+"""The Engine protocol: token-in / token-out generation with sampled-token log-probs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one completion.
+
+    ``temperature == 0`` is greedy decoding. Recorded log-probs are those of the
+    temperature-scaled distribution ``log_softmax(logits / temperature)`` *before* top-p
+    truncation, i.e. what the learner recomputes with the same temperature.
+    """
+
+    max_new_tokens: int = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop_token_ids: tuple[int, ...] = field(default_factory=tuple)
+
+
+@dataclass
+class Completion:
+    """One generated continuation."""
+
+    token_ids: list[int]  # sampled tokens, including the stop token when one was sampled
+    logprobs: list[float]  # log-prob of each sampled token under the behaviour policy
+    finish_reason: Literal["stop", "length"]
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Generates continuations of token-id prompts. Implementations batch pending requests."""
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams, *,
+                       session: str | None = None) -> Completion: ...
+
+    def load_weights(self, model: torch.nn.Module) -> None: ...
+
+    def end_session(self, session: str) -> None:
+        """The episode ``session`` is over: drop any state kept for it (e.g. its KV cache)."""
+        ...

@@ -1,0 +1,107 @@
+"""The multi-turn runner: drives episodes concurrently and records their token ledgers."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+from turnrl.envs.protocol import Env
+from turnrl.models.chat import TemplateLedger
+from turnrl.rollout.engine import Engine, SamplingParams
+from turnrl.types import Trajectory
+
+
+class Runner:
+    """Plays episodes of text environments with an :class:`Engine`.
+
+    Every episode is an asyncio task; each turn it sends its whole ledger as the prompt, so
+    the engine sees all runnable episodes at once and batches them.
+
+    Args:
+        engine: generates the agent's turns.
+        tokenizer: renders messages with its chat template.
+        params: sampling parameters of every agent turn.
+        max_context_tokens: an episode whose next prompt would not fit is truncated.
+    """
+
+    _episode_ids = itertools.count()
+
+    def __init__(self, engine: Engine, tokenizer: PreTrainedTokenizerBase,
+                 params: SamplingParams, *, max_context_tokens: int = 2048) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.params = params
+        self.max_context_tokens = max_context_tokens
+
+    def collect(self, make_env: Callable[[], Env], seeds: Sequence[int], group_size: int, *,
+                first_group_id: int = 0) -> list[Trajectory]:
+        """Run ``group_size`` episodes for each task seed; returns them grouped, seed by seed.
+
+        Episode ``j`` of seed ``seeds[i]`` has ``group_id = first_group_id + i``.
+        """
+        jobs = [(seed, first_group_id + i) for i, seed in enumerate(seeds)
+                for _ in range(group_size)]
+        return asyncio.run(self._collect(make_env, jobs))
+
+    async def _collect(self, make_env: Callable[[], Env],
+                       jobs: list[tuple[int, int]]) -> list[Trajectory]:
+        return list(await asyncio.gather(
+            *(self.run_episode(make_env(), seed, group_id) for seed, group_id in jobs)
+        ))
+
+    async def run_episode(self, env: Env, seed: int, group_id: int) -> Trajectory:
+        """One episode from ``env.reset(seed=seed)`` to termination or truncation."""
+        try:
+            return await self._play(env, seed, group_id)
+        finally:
+            env.close()
+
+    async def _play(self, env: Env, seed: int, group_id: int) -> Trajectory:
+        messages, _ = env.reset(seed=seed)
+        ledger = TemplateLedger(self.tokenizer)
+        ledger.add_messages(messages, turn=-1, add_generation_prompt=True)
+        session = f"episode-{next(self._episode_ids)}"
+        try:
+            return await self._turns(env, seed, group_id, ledger, session)
+        finally:
+            self.engine.end_session(session)
+
+    async def _turns(self, env: Env, seed: int, group_id: int, ledger: TemplateLedger,
+                     session: str) -> Trajectory:
+        eos = self.tokenizer.eos_token_id
+        turn_rewards: list[float] = []
+        step_info: dict[str, Any] = {}
+        terminated = truncated = False
+        counts = {"invalid_actions": 0, "length_finishes": 0, "context_overflow": 0}
+        for turn in range(env.spec.max_turns):
+            if len(ledger.token_ids) + self.params.max_new_tokens > self.max_context_tokens:
+                truncated, counts["context_overflow"] = True, 1
+                break
+            completion = await self.engine.generate(ledger.token_ids, self.params,
+                                                    session=session)
+            action = ledger.add_sampled(completion.token_ids, completion.logprobs, turn=turn,
+                                        eos_token_id=eos)
+            counts["length_finishes"] += completion.finish_reason == "length"
+            result = env.step(action)
+            step_info = result.info
+            counts["invalid_actions"] += bool(step_info.get("invalid_action", False))
+            turn_rewards.append(float(result.reward))
+            terminated = bool(result.terminated)
+            truncated = bool(result.truncated) or (
+                not terminated and turn == env.spec.max_turns - 1
+            )
+            done = terminated or truncated
+            ledger.add_messages(result.observation, turn=turn, add_generation_prompt=not done)
+            if done:
+                break
+        info = {"success": bool(step_info.get("success", False)), **counts}
+        return Trajectory(
+            env_id=env.spec.id, seed=seed, group_id=group_id, messages=ledger.messages,
+            token_ids=ledger.token_ids, loss_mask=ledger.loss_mask, logprobs=ledger.logprobs,
+            turn_index=ledger.turn_index, turn_rewards=turn_rewards, terminated=terminated,
+            truncated=truncated, info=info,
+        )

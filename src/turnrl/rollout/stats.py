@@ -1,0 +1,37 @@
+"""Summary metrics of a batch of trajectories (``rollout/`` and ``reward/`` prefixes)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from turnrl.types import Trajectory
+
+
+def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Means over episodes; group spread is the mean within-group reward std."""
+    rewards = np.array([t.total_reward for t in trajectories], dtype=float)
+    groups: dict[int, list[float]] = {}
+    for traj in trajectories:
+        groups.setdefault(traj.group_id, []).append(traj.total_reward)
+    spreads = [float(np.std(g)) for g in groups.values()]
+
+    def mean(values: list[float]) -> float:
+        return float(np.mean(values)) if values else 0.0
+
+    return {
+        "reward/mean": float(rewards.mean()),
+        "reward/std": float(rewards.std()),
+        "reward/group_std": mean(spreads),
+        "reward/frac_zero_std_groups": mean([float(s == 0.0) for s in spreads]),
+        "rollout/success": mean([float(t.info.get("success", False)) for t in trajectories]),
+        "rollout/turns": mean([t.num_turns for t in trajectories]),
+        "rollout/sampled_tokens": mean([t.num_sampled_tokens for t in trajectories]),
+        "rollout/total_tokens": mean([len(t.token_ids) for t in trajectories]),
+        "rollout/truncated": mean([float(t.truncated) for t in trajectories]),
+        "rollout/invalid_actions": mean([t.info.get("invalid_actions", 0) for t in trajectories]),
+        "rollout/length_finishes": mean([t.info.get("length_finishes", 0)
+                                         for t in trajectories]),
+        "rollout/episodes": float(len(trajectories)),
+    }

@@ -1,0 +1,69 @@
+"""Lay trajectories out as right-padded tensors for the learner."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from turnrl.types import AdvantageInputs, Batch, Trajectory
+
+
+def layout(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:
+    """Build a :class:`Batch` of B trajectories, T = longest ledger, K = most turns.
+
+    Every per-token list of the ledger keeps its position; padding is appended on the
+    right with ``attention_mask = loss_mask = 0`` and ``turn_index = -1``.
+    """
+    if not trajectories:
+        raise ValueError("layout needs at least one trajectory")
+    size = len(trajectories)
+    width = max(len(t.token_ids) for t in trajectories)
+    turns = max(1, max(t.num_turns for t in trajectories))
+    input_ids = torch.full((size, width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((size, width))
+    loss_mask = torch.zeros((size, width))
+    old_logprobs = torch.zeros((size, width))
+    turn_index = torch.full((size, width), -1, dtype=torch.long)
+    turn_rewards = torch.zeros((size, turns))
+    turn_mask = torch.zeros((size, turns))
+    for row, traj in enumerate(trajectories):
+        n, k = len(traj.token_ids), traj.num_turns
+        input_ids[row, :n] = torch.tensor(traj.token_ids, dtype=torch.long)
+        attention_mask[row, :n] = 1.0
+        loss_mask[row, :n] = torch.tensor(traj.loss_mask, dtype=torch.float)
+        old_logprobs[row, :n] = torch.tensor(traj.logprobs, dtype=torch.float)
+        turn_index[row, :n] = torch.tensor(traj.turn_index, dtype=torch.long)
+        turn_rewards[row, :k] = torch.tensor(traj.turn_rewards, dtype=torch.float)
+        turn_mask[row, :k] = 1.0
+    adv_inputs = AdvantageInputs(
+        token_mask=loss_mask,
+        turn_index=turn_index,
+        turn_rewards=turn_rewards,
+        turn_mask=turn_mask,
+        group_ids=torch.tensor([t.group_id for t in trajectories], dtype=torch.long),
+        terminated=torch.tensor([t.terminated for t in trajectories], dtype=torch.bool),
+        attention_mask=attention_mask,
+    )
+    return Batch(input_ids=input_ids, attention_mask=attention_mask, loss_mask=loss_mask,
+                 old_logprobs=old_logprobs, adv_inputs=adv_inputs)
+
+
+def select(batch: Batch, rows: torch.Tensor) -> Batch:
+    """The sub-batch of ``rows``, trimmed to its longest sequence (less padding to compute)."""
+    width = int(batch.attention_mask[rows].sum(-1).max().item())
+
+    def take(x: torch.Tensor | None) -> torch.Tensor | None:
+        return None if x is None else x[rows, :width]
+
+    return Batch(
+        input_ids=batch.input_ids[rows, :width],
+        attention_mask=batch.attention_mask[rows, :width],
+        loss_mask=batch.loss_mask[rows, :width],
+        old_logprobs=batch.old_logprobs[rows, :width],
+        adv_inputs=batch.adv_inputs,  # whole-batch view; the learner reads only adv/ret
+        adv=take(batch.adv),
+        ret=take(batch.ret),
+        ref_logprobs=take(batch.ref_logprobs),
+        old_values=take(batch.old_values),
+    )

@@ -1,0 +1,177 @@
+"""The learner: policy-gradient updates (and critic regression) on laid-out batches.
+
+One :meth:`Learner.update` is ``epochs`` passes over the batch in shuffled mini-batches;
+each mini-batch is one optimizer step, accumulated over micro-batches whose losses are
+normalised by the *mini-batch's* token and sequence counts, so the gradient does not depend
+on the micro-batch size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from turnrl.algos import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
+from turnrl.algos.losses import value_loss
+from turnrl.algos.presets import AlgoPreset
+from turnrl.models.policy import ValueModel, token_logprobs
+from turnrl.train.batch import select
+from turnrl.types import Batch
+
+
+@dataclass
+class OptimConfig:
+    """Optimisation knobs of the learner (a view of ``train.*``)."""
+
+    lr: float = 5e-4
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    epochs: int = 1
+    mini_batch_size: int = 64
+    micro_batch_size: int = 16
+    critic_lr: float = 1e-3
+    norm_len: float | None = None  # constant of the seq_mean_token_sum_norm aggregation
+    temperature: float = 1.0  # sampling temperature: log-probs are taken at the same one
+
+
+class Learner:
+    """Owns the trainable policy (and optional critic / frozen reference) and their optimizers."""
+
+    def __init__(self, policy: nn.Module, algo: AlgoPreset, optim: OptimConfig, *,
+                 critic: ValueModel | None = None, reference: nn.Module | None = None,
+                 seed: int = 0) -> None:
+        self.policy = policy
+        self.algo = algo
+        self.optim = optim
+        self.critic = critic
+        self.reference = reference
+        self.optimizer = torch.optim.AdamW(
+            [p for p in policy.parameters() if p.requires_grad],
+            lr=optim.lr, weight_decay=optim.weight_decay,
+        )
+        self.critic_optimizer = (
+            torch.optim.AdamW(critic.parameters(), lr=optim.critic_lr) if critic else None
+        )
+        self.generator = torch.Generator().manual_seed(seed)
+        self.aggregate = AGGREGATIONS[algo.loss_agg]
+        self.policy_loss = POLICY_LOSSES[algo.policy_loss]
+        self.kl = KL_ESTIMATORS[algo.kl_estimator] if algo.kl_coef else None
+
+    # ------------------------------------------------------------------ scoring passes
+    @torch.no_grad()
+    def critic_values(self, batch: Batch) -> Tensor:
+        """Critic outputs (B, T): V(state after tokens[: t + 1])."""
+        assert self.critic is not None
+        return self._chunked(lambda b: self.critic(b.input_ids, b.attention_mask), batch)
+
+    @torch.no_grad()
+    def reference_logprobs(self, batch: Batch) -> Tensor:
+        """Log-probs (B, T) of the frozen reference policy."""
+        assert self.reference is not None
+        return self._chunked(lambda b: token_logprobs(
+            self.reference, b.input_ids, b.attention_mask,
+            temperature=self.optim.temperature)[0], batch)
+
+    def _chunked(self, fn, batch: Batch) -> Tensor:
+        out = torch.zeros_like(batch.old_logprobs)
+        for rows in torch.arange(batch.size).split(self.optim.micro_batch_size):
+            sub = select(batch, rows)
+            out[rows, : sub.input_ids.shape[1]] = fn(sub).float()
+        return out
+
+    # ------------------------------------------------------------------ update
+    def update(self, batch: Batch) -> dict[str, float]:
+        """``epochs`` × shuffled mini-batches of policy (and critic) steps; returns metrics."""
+        if batch.adv is None:
+            raise ValueError("batch.adv is not set: compute advantages before the update")
+        sums: dict[str, float] = defaultdict(float)
+        steps = 0
+        for _ in range(self.optim.epochs):
+            order = torch.randperm(batch.size, generator=self.generator)
+            for rows in order.split(self.optim.mini_batch_size):
+                for key, value in self._policy_step(batch, rows).items():
+                    sums[key] += value
+                if self.critic is not None:
+                    for key, value in self._critic_step(batch, rows).items():
+                        sums[key] += value
+                steps += 1
+        metrics = {key: value / steps for key, value in sums.items()}
+        metrics["loss/optimizer_steps"] = float(steps)
+        return metrics
+
+    def _normalisers(self, batch: Batch, rows: Tensor) -> dict[str, float | None]:
+        mask = batch.loss_mask[rows]
+        return {
+            "total_tokens": float(mask.sum().clamp(min=1.0)),
+            "total_seqs": float(max(int((mask.sum(-1) > 0).sum()), 1)),
+            "norm_len": self.optim.norm_len,
+        }
+
+    def _policy_step(self, batch: Batch, rows: Tensor) -> dict[str, float]:
+        self.policy.train()
+        norms = self._normalisers(batch, rows)
+        self.optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = defaultdict(float)
+        n_micro = 0
+        for micro_rows in rows.split(self.optim.micro_batch_size):
+            micro = select(batch, micro_rows)
+            logprobs, entropy = token_logprobs(self.policy, micro.input_ids, micro.attention_mask,
+                                               temperature=self.optim.temperature,
+                                               with_entropy=True)
+            assert entropy is not None and micro.adv is not None
+            per_token, loss_metrics = self.policy_loss(
+                logprobs, micro.old_logprobs, micro.adv, micro.loss_mask, **self.algo.loss_kwargs)
+            pg_loss = self.aggregate(per_token, micro.loss_mask, **norms)
+            ent = self.aggregate(entropy, micro.loss_mask, **norms)
+            loss = pg_loss - self.algo.entropy_coef * ent
+            if self.kl is not None:
+                assert micro.ref_logprobs is not None, "kl_coef > 0 needs reference log-probs"
+                kl = self.aggregate(self.kl(logprobs, micro.ref_logprobs), micro.loss_mask,
+                                    **norms)
+                loss = loss + self.algo.kl_coef * kl
+                sums["loss/kl"] += kl.item()
+            loss.backward()
+            sums["loss/policy"] += pg_loss.item()
+            sums["loss/entropy"] += ent.item()
+            sums["loss/total"] += loss.item()
+            for key, value in loss_metrics.items():
+                sums[f"_mean/{key}"] += value
+            n_micro += 1
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(
+            [p for p in self.policy.parameters() if p.requires_grad], self.optim.max_grad_norm))
+        if math.isfinite(grad_norm):
+            self.optimizer.step()
+        else:
+            sums["loss/skipped_steps"] += 1.0
+        metrics = {k: v for k, v in sums.items() if not k.startswith("_mean/")}
+        metrics.update({k[len("_mean/"):]: v / n_micro for k, v in sums.items()
+                        if k.startswith("_mean/")})
+        metrics["loss/grad_norm"] = grad_norm
+        return metrics
+
+    def _critic_step(self, batch: Batch, rows: Tensor) -> dict[str, float]:
+        assert self.critic is not None and self.critic_optimizer is not None
+        self.critic.train()
+        norms = self._normalisers(batch, rows)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for micro_rows in rows.split(self.optim.micro_batch_size):
+            micro = select(batch, micro_rows)
+            assert micro.ret is not None
+            # state value of each token: the critic's output one position earlier
+            values = nn.functional.pad(self.critic(micro.input_ids, micro.attention_mask)[:, :-1],
+                                       (1, 0))
+            per_token, _ = value_loss(values, micro.ret, micro.loss_mask)
+            loss = AGGREGATIONS["token_mean"](per_token, micro.loss_mask,
+                                              total_tokens=norms["total_tokens"])
+            loss.backward()
+            total += loss.item()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.critic.parameters(),
+                                                         self.optim.max_grad_norm))
+        if math.isfinite(grad_norm):
+            self.critic_optimizer.step()
+        return {"loss/value": total, "loss/value_grad_norm": grad_norm}

@@ -1,0 +1,310 @@
+"""The training loop: SFT warm start → evaluate → RL steps → evaluate, with logs and checkpoints.
+
+One RL step reads top to bottom as in docs/design.md: collect episodes, lay them out as
+tensors, estimate advantages, update, push weights to the engine, log, evaluate, checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from turnrl import envs
+from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
+from turnrl.algos import needs_critic as advantage_needs_critic
+from turnrl.algos.presets import AlgoPreset
+from turnrl.config import AlgoConfig, Config, dump_config, save_config, validate_names
+from turnrl.envs.protocol import Env
+from turnrl.eval.evaluate import evaluate
+from turnrl.models.policy import (
+    ValueModel,
+    check_model_path,
+    load_policy,
+    load_tokenizer,
+    resolve_device,
+    resolve_dtype,
+)
+from turnrl.models.tiny import init_tiny_model
+from turnrl.rollout.engine import SamplingParams
+from turnrl.rollout.hf import HFEngine
+from turnrl.rollout.runner import Runner
+from turnrl.rollout.stats import rollout_metrics
+from turnrl.train import sft
+from turnrl.train.batch import layout
+from turnrl.train.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
+from turnrl.train.learner import Learner, OptimConfig
+from turnrl.train.progress import Progress
+from turnrl.train.tracking import MetricsLogger
+from turnrl.types import Batch, Trajectory
+
+SFT_SEED_OFFSET = 500_000_000  # SFT demonstrations use seeds disjoint from RL tasks
+
+
+@dataclass
+class RunResult:
+    """What a finished run reports (also written to ``eval.json``)."""
+
+    run_dir: Path
+    before: dict[str, float] | None
+    after: dict[str, float] | None
+    history: list[dict[str, float]] = field(default_factory=list)
+    wall_time_s: float = 0.0
+
+
+def check_names(cfg: Config) -> None:
+    """Every registry name in the config exists (before any heavy work)."""
+    validate_names(cfg, {
+        "algo.preset": sorted(PRESETS),
+        "algo.advantage": ADVANTAGES.names(),
+        "algo.policy_loss": POLICY_LOSSES.names(),
+        "algo.loss_agg": AGGREGATIONS.names(),
+        "algo.kl_estimator": KL_ESTIMATORS.names(),
+        "env.id": envs.registered_ids(),
+    })
+
+
+def resolve_algo(algo: AlgoConfig) -> AlgoPreset:
+    """The preset named by ``algo.preset`` with every key the config sets overridden."""
+    overrides = {f.name: getattr(algo, f.name) for f in dataclasses.fields(AlgoPreset)
+                 if f.name in AlgoConfig.model_fields and getattr(algo, f.name) is not None}
+    return dataclasses.replace(PRESETS[algo.preset], **overrides)
+
+
+def setup_torch(cfg: Config) -> torch.device:
+    torch.set_num_threads(cfg.run.threads)
+    random.seed(cfg.run.seed)
+    np.random.seed(cfg.run.seed)
+    torch.manual_seed(cfg.run.seed)
+    if cfg.run.deterministic:
+        torch.use_deterministic_algorithms(True)
+    return resolve_device(cfg.run.device)
+
+
+def new_run_dir(cfg: Config) -> Path:
+    """``<out_dir>/<name>``, or ``<name>-2``, ``-3``... if taken."""
+    root = Path(cfg.run.out_dir)
+    run_dir, n = root / cfg.run.name, 1
+    while run_dir.exists():
+        n += 1
+        run_dir = root / f"{cfg.run.name}-{n}"
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def model_source(cfg: Config, run_dir: Path) -> str:
+    """The model dir to load: the built-in tiny model is written into the run dir first."""
+    if cfg.model.path != "tiny":
+        check_model_path(cfg.model.path)
+        return cfg.model.path
+    return str(init_tiny_model(run_dir / "base_model", cfg.model.tiny))
+
+
+def env_factory(cfg: Config) -> Callable[[], Env]:
+    return functools.partial(envs.make, cfg.env.id, **cfg.env.kwargs)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (temp file + rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def save_samples(run_dir: Path, step: int, trajectories: list[Trajectory], batch: Batch,
+                 n: int) -> None:
+    """``samples/step_<step>.jsonl``: the first ``n`` trajectories with their advantages."""
+    if n <= 0:
+        return
+    (run_dir / "samples").mkdir(exist_ok=True)
+    lines = []
+    for row, traj in enumerate(trajectories[:n]):
+        record = traj.to_dict()
+        if batch.adv is not None:
+            record["advantages"] = [round(a, 6) for a in batch.adv[row, : len(traj.token_ids)]
+                                    .tolist()]
+        lines.append(json.dumps(record))
+    path = run_dir / "samples" / f"step_{step}.jsonl"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
+class Trainer:
+    """Builds every part from a :class:`Config` and runs the stages of a training job."""
+
+    def __init__(self, cfg: Config, *, resume: Path | None = None) -> None:
+        check_names(cfg)
+        self.cfg = cfg
+        self.algo = resolve_algo(cfg.algo)
+        self.device = setup_torch(cfg)
+        self.make_env = env_factory(cfg)
+        self.env_spec = envs.spec(cfg.env.id)
+        self.run_dir = resume if resume is not None else new_run_dir(cfg)
+        save_config(cfg, self.run_dir / "config.yaml")
+        self.resume_from = latest_checkpoint(self.run_dir) if resume is not None else None
+        source = str(self.resume_from) if self.resume_from else model_source(cfg, self.run_dir)
+        dtype = resolve_dtype(cfg.model.dtype, self.device)
+        lora = cfg.model.lora.model_dump(exclude={"enabled"}) if cfg.model.lora.enabled else None
+        if lora:
+            lora["lora_alpha"] = lora.pop("alpha")
+            lora["lora_dropout"] = lora.pop("dropout")
+        self.tokenizer = load_tokenizer(source)
+        self.policy = load_policy(source, dtype=dtype, device=self.device,
+                                  lora=None if self.resume_from else lora)
+        self.engine = HFEngine(self.policy, eos_token_id=self.tokenizer.eos_token_id,
+                               pad_token_id=self.tokenizer.pad_token_id,
+                               max_batch_size=cfg.rollout.max_batch_size, seed=cfg.run.seed)
+        self.progress = Progress(enabled=cfg.log.progress)
+        self.logger = MetricsLogger(self.run_dir, tensorboard=cfg.log.tensorboard,
+                                    wandb=cfg.log.wandb, mlflow=cfg.log.mlflow,
+                                    run_name=self.run_dir.name,
+                                    config=json.loads(json.dumps(cfg.model_dump())))
+        self.learner: Learner | None = None
+        self.start_step = 0
+
+    # ------------------------------------------------------------------ helpers
+    def runner(self, temperature: float) -> Runner:
+        r = self.cfg.rollout
+        params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=temperature,
+                                top_p=r.top_p)
+        return Runner(self.engine, self.tokenizer, params,
+                      max_context_tokens=r.max_context_tokens)
+
+    def build_learner(self) -> Learner:
+        t, r = self.cfg.train, self.cfg.rollout
+        critic = (ValueModel.from_policy(self.policy, source=self.resume_from)
+                  if advantage_needs_critic(self.algo.advantage) else None)
+        reference = None
+        if self.algo.kl_coef:
+            reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
+        norm_len = t.norm_len or self.env_spec.max_turns * r.max_new_tokens
+        optim = OptimConfig(lr=t.lr, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
+                            epochs=t.epochs, mini_batch_size=t.mini_batch_size,
+                            micro_batch_size=t.micro_batch_size, critic_lr=t.critic_lr,
+                            norm_len=float(norm_len), temperature=r.temperature)
+        return Learner(self.policy, self.algo, optim, critic=critic, reference=reference,
+                       seed=self.cfg.run.seed)
+
+    def task_seeds(self, step: int) -> list[int]:
+        n = self.cfg.train.n_groups
+        return [self.cfg.env.train_seed_start + step * n + i for i in range(n)]
+
+    # ------------------------------------------------------------------ stages
+    def warm_start(self) -> None:
+        """SFT on oracle demonstrations (imperfect by ``random_action_prob``) or a JSONL file."""
+        c = self.cfg.sft
+        if c.source == "jsonl":
+            assert c.path is not None
+            conversations = sft.load_conversations(c.path)
+        else:
+            start = self.cfg.env.train_seed_start + SFT_SEED_OFFSET
+            conversations = sft.oracle_demonstrations(
+                self.make_env, range(start, start + c.episodes),
+                random_action_prob=c.random_action_prob, seed=self.cfg.run.seed)
+        trajectories = sft.conversations_to_trajectories(self.tokenizer, conversations)
+        total = c.epochs * -(-len(trajectories) // c.batch_size)
+        with self.progress.task("SFT", total) as advance:
+            for i, metrics in enumerate(sft.sft_steps(
+                    self.policy, trajectories, pad_token_id=self.tokenizer.pad_token_id,
+                    epochs=c.epochs, batch_size=c.batch_size, lr=c.lr,
+                    max_grad_norm=c.max_grad_norm, seed=self.cfg.run.seed)):
+                self.logger.log(i, metrics, phase="sft")
+                advance(f"loss {metrics['sft/loss']:.3f}")
+
+    def evaluate(self, step: int, label: str) -> dict[str, float]:
+        e = self.cfg.eval
+        seeds = range(self.cfg.env.eval_seed_start, self.cfg.env.eval_seed_start + e.episodes)
+        with self.progress.task(f"eval ({label})", None) as advance:
+            summary, trajectories = evaluate(self.runner(e.temperature), self.make_env, seeds,
+                                             samples_per_task=e.samples_per_task,
+                                             pass_k=e.pass_k)
+            advance(f"success {summary['success']:.3f}")
+        self.logger.log(step, {f"eval/{k}": v for k, v in summary.items()}, phase="eval")
+        return summary
+
+    def rl_step(self, step: int) -> dict[str, float]:
+        """collect → layout → advantages → update → sync weights."""
+        assert self.learner is not None
+        t0 = time.perf_counter()
+        trajectories = self.runner(self.cfg.rollout.temperature).collect(
+            self.make_env, self.task_seeds(step), self.cfg.train.group_size,
+            first_group_id=step * self.cfg.train.n_groups)
+        t1 = time.perf_counter()
+        batch = layout(trajectories, self.tokenizer.pad_token_id)
+        if self.learner.critic is not None:
+            batch.adv_inputs.values = self.learner.critic_values(batch)
+        if self.learner.reference is not None:
+            batch.ref_logprobs = self.learner.reference_logprobs(batch)
+        advantage = ADVANTAGES[self.algo.advantage](batch.adv_inputs, **self.algo.adv_kwargs)
+        batch.adv, batch.ret = advantage.advantages, advantage.returns
+        update_metrics = self.learner.update(batch)
+        self.engine.load_weights(self.learner.policy)
+        t2 = time.perf_counter()
+        save_samples(self.run_dir, step, trajectories, batch, self.cfg.train.save_samples)
+        tokens = float(batch.attention_mask.sum())
+        return {**rollout_metrics(trajectories), **advantage.metrics, **update_metrics,
+                "perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
+                "perf/tokens_per_s": tokens / max(t2 - t0, 1e-9)}
+
+    def checkpoint(self, step: int, before: dict[str, float] | None) -> None:
+        assert self.learner is not None
+        save_checkpoint(self.run_dir, step, policy=self.policy, tokenizer=self.tokenizer,
+                        optimizers={"policy": self.learner.optimizer,
+                                    "critic": self.learner.critic_optimizer},
+                        critic=self.learner.critic, extra_state={"eval_before": before})
+
+    def run(self) -> RunResult:
+        start = time.perf_counter()
+        cfg = self.cfg
+        before: dict[str, float] | None = None
+        if self.resume_from is None:
+            if cfg.sft.enabled:
+                self.warm_start()
+            if cfg.eval.before_training:
+                before = self.evaluate(0, "before RL")
+        self.learner = self.build_learner()
+        if self.resume_from is not None:
+            state = load_training_state(self.resume_from, {
+                "policy": self.learner.optimizer, "critic": self.learner.critic_optimizer})
+            self.start_step, before = state["step"], state.get("eval_before")
+        history = []
+        with self.progress.task("RL", cfg.train.steps, completed=self.start_step) as advance:
+            for step in range(self.start_step, cfg.train.steps):
+                metrics = self.rl_step(step)
+                self.logger.log(step + 1, metrics)
+                history.append(metrics)
+                advance(f"reward {metrics['reward/mean']:.3f} "
+                        f"success {metrics['rollout/success']:.3f}")
+                done = step + 1
+                if cfg.train.eval_every and done % cfg.train.eval_every == 0 \
+                        and done < cfg.train.steps:
+                    self.evaluate(done, f"step {done}")
+                if cfg.train.checkpoint_every and done % cfg.train.checkpoint_every == 0:
+                    self.checkpoint(done, before)
+        every = cfg.train.checkpoint_every
+        if not (every and cfg.train.steps and cfg.train.steps % every == 0):
+            self.checkpoint(cfg.train.steps, before)  # the final state, unless just saved
+        after = self.evaluate(cfg.train.steps, "after RL")
+        result = RunResult(self.run_dir, before, after, history, time.perf_counter() - start)
+        write_json(self.run_dir / "eval.json", {"before": before, "after": after,
+                                                 "wall_time_s": result.wall_time_s,
+                                                 "config": dump_config(cfg)})
+        self.logger.close()
+        return result
+
+
+def train(cfg: Config, *, resume: Path | None = None) -> RunResult:
+    """Run a whole training job (see :class:`Trainer`)."""
+    return Trainer(cfg, resume=resume).run()

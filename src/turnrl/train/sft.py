@@ -1,0 +1,134 @@
+"""Supervised fine-tuning on conversations: oracle demonstrations or a JSONL file.
+
+The loss is the mean negative log-likelihood of assistant tokens (content + EOS) only;
+system, user and tool tokens are context. Conversations become token ledgers exactly as
+in RL (``models.chat.ledger_from_messages``), so SFT trains on the tokens RL samples.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import PreTrainedTokenizerBase
+
+from turnrl.envs.protocol import Env
+from turnrl.models.chat import ledger_from_messages
+from turnrl.models.policy import token_logprobs
+from turnrl.train.batch import layout, select
+from turnrl.types import Message, Trajectory
+
+VALID_ROLES = ("system", "user", "assistant", "tool")
+
+
+class DatasetError(ValueError):
+    """A conversation file that cannot be used, naming the file, line and fix."""
+
+
+def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
+                          random_action_prob: float, seed: int = 0) -> list[list[Message]]:
+    """Play each seed with the env's oracle; with probability ``random_action_prob`` a turn
+    takes ``env.sample_action(rng)`` instead, so the demonstrations are imperfect."""
+    rng = random.Random(seed)
+    conversations = []
+    for task_seed in seeds:
+        env = make_env()
+        if not env.spec.has_oracle:
+            raise DatasetError(f"env {env.spec.id!r} has no oracle; use sft.source=jsonl")
+        if random_action_prob > 0 and not hasattr(env, "sample_action"):
+            raise DatasetError(f"env {env.spec.id!r} cannot sample random actions; "
+                               "set sft.random_action_prob=0")
+        messages, _ = env.reset(seed=task_seed)
+        for _ in range(env.spec.max_turns):
+            action = env.oracle_action()  # type: ignore[attr-defined]
+            if action is None:
+                break
+            if rng.random() < random_action_prob:
+                action = env.sample_action(rng)  # type: ignore[attr-defined]
+            messages.append({"role": "assistant", "content": action})
+            result = env.step(action)
+            messages.extend(result.observation)
+            if result.terminated or result.truncated:
+                break
+        env.close()
+        conversations.append(messages)
+    return conversations
+
+
+def load_conversations(path: str | Path) -> list[list[Message]]:
+    """Read a JSONL file with one ``{"messages": [{"role": ..., "content": ...}, ...]}`` per line."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"sft.path {str(path)!r} does not exist; give a JSONL file of "
+                           'lines like {"messages": [{"role": "user", "content": "..."}, ...]}')
+    conversations = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DatasetError(f"{where}: not valid JSON ({error.msg})") from None
+        messages = record.get("messages") if isinstance(record, dict) else None
+        if not isinstance(messages, list) or not messages:
+            raise DatasetError(f"{where}: expected an object with a non-empty 'messages' list")
+        for i, message in enumerate(messages):
+            if (not isinstance(message, dict) or message.get("role") not in VALID_ROLES
+                    or not isinstance(message.get("content"), str)):
+                raise DatasetError(f"{where}: messages[{i}] must be {{'role': one of "
+                                   f"{', '.join(VALID_ROLES)}, 'content': str}}, got {message!r}")
+        if not any(m["role"] == "assistant" for m in messages):
+            raise DatasetError(f"{where}: no assistant message, so nothing to learn from")
+        conversations.append(messages)
+    if not conversations:
+        raise DatasetError(f"{path}: no conversations found")
+    return conversations
+
+
+def conversations_to_trajectories(tokenizer: PreTrainedTokenizerBase,
+                                  conversations: Sequence[list[Message]]) -> list[Trajectory]:
+    """Token ledgers of finished conversations (loss_mask = assistant tokens)."""
+    trajectories = []
+    for i, messages in enumerate(conversations):
+        ledger = ledger_from_messages(tokenizer, messages)
+        trajectories.append(Trajectory(
+            env_id="sft", seed=i, group_id=i, messages=ledger.messages,
+            token_ids=ledger.token_ids, loss_mask=ledger.loss_mask, logprobs=ledger.logprobs,
+            turn_index=ledger.turn_index,
+        ))
+    return trajectories
+
+
+def sft_steps(policy: nn.Module, trajectories: Sequence[Trajectory], *, pad_token_id: int,
+              epochs: int, batch_size: int, lr: float, max_grad_norm: float,
+              seed: int = 0) -> Iterator[dict[str, float]]:
+    """Yield metrics after each optimizer step (AdamW, cosine decay, gradient clipping)."""
+    batch = layout(trajectories, pad_token_id)
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=lr)
+    steps_per_epoch = math.ceil(batch.size / batch_size)
+    total = max(1, epochs * steps_per_epoch)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    generator = torch.Generator().manual_seed(seed)
+    policy.train()
+    for epoch in range(epochs):
+        for rows in torch.randperm(batch.size, generator=generator).split(batch_size):
+            micro = select(batch, rows)
+            logprobs, _ = token_logprobs(policy, micro.input_ids, micro.attention_mask)
+            tokens = micro.loss_mask.sum().clamp(min=1.0)
+            loss = -(logprobs * micro.loss_mask).sum() / tokens
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(
+                [p for p in policy.parameters() if p.requires_grad], max_grad_norm))
+            optimizer.step()
+            scheduler.step()
+            yield {"sft/loss": loss.item(), "sft/grad_norm": grad_norm,
+                   "sft/tokens": float(tokens), "sft/epoch": float(epoch),
+                   "sft/lr": scheduler.get_last_lr()[0]}

@@ -1,0 +1,71 @@
+"""Where metrics go: ``metrics.jsonl``, TensorBoard, and optionally W&B or MLflow."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+
+class MetricsLogger:
+    """Writes one JSON line per ``log`` call and mirrors scalars to the enabled trackers."""
+
+    def __init__(self, run_dir: Path, *, tensorboard: bool = True, wandb: bool = False,
+                 mlflow: bool = False, run_name: str = "turnrl",
+                 config: dict[str, Any] | None = None) -> None:
+        self.path = run_dir / "metrics.jsonl"
+        self._file = self.path.open("a", encoding="utf-8")
+        self._start = time.time()
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+        self._wandb = _optional("wandb", "wandb") if wandb else None
+        if self._wandb is not None:
+            self._wandb.init(project="turnrl", name=run_name, config=config or {},
+                             dir=str(run_dir))
+        self._mlflow = _optional("mlflow", "mlflow") if mlflow else None
+        if self._mlflow is not None:
+            self._mlflow.start_run(run_name=run_name)
+            self._mlflow.log_params({"config": json.dumps(config or {})[:500]})
+
+    def log(self, step: int, metrics: dict[str, float], *, phase: str = "train") -> None:
+        scalars = {k: float(v) for k, v in metrics.items() if _is_number(v)}
+        record = {"step": step, "phase": phase, "time": round(time.time() - self._start, 3),
+                  **scalars}
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            for key, value in scalars.items():
+                if math.isfinite(value):
+                    self._tb.add_scalar(key, value, step)
+            self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(scalars, step=step)
+        if self._mlflow is not None:
+            self._mlflow.log_metrics({k.replace("@", "_at_"): v for k, v in scalars.items()},
+                                     step=step)
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+        if self._mlflow is not None:
+            self._mlflow.end_run()
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _optional(module: str, extra: str) -> Any:
+    try:
+        return __import__(module)
+    except ImportError:
+        raise ImportError(f"log.{module}=true needs the {module} package: "
+                          f"pip install 'turnrl[{extra}]'") from None

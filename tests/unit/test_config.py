@@ -1,0 +1,344 @@
+"""The config tree: defaults, YAML + overrides, round trip, and the user-facing errors."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from turnrl.config import (
+    Config,
+    ConfigError,
+    config_help,
+    dump_config,
+    load_config,
+    save_config,
+    validate_names,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Path, text: str, name: str = "x.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def error_of(path: Path | None, overrides: tuple[str, ...] = ()) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides)
+    return info.value
+
+
+# ---------------------------------------------------------------- defaults and round trip
+
+
+def test_defaults_are_valid_and_match_the_brief() -> None:
+    cfg = Config()
+    assert cfg == load_config(None)
+    assert cfg.model.path == "tiny"
+    assert cfg.env.id == "frozenlake-v0"
+    assert cfg.algo.preset == "grpo" and cfg.algo.advantage is None
+    assert cfg.sft.source == "oracle" and cfg.sft.random_action_prob == 0.3
+    assert cfg.train.mini_batch_size <= cfg.train.n_groups * cfg.train.group_size
+    assert cfg.model.lora.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"]
+    assert cfg.eval.pass_k == [1]
+
+
+def test_default_yaml_spells_out_the_defaults() -> None:
+    assert load_config(REPO / "configs" / "default.yaml") == Config()
+
+
+def test_yaml_and_overrides_round_trip(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        run:
+          name: exp1
+        train:
+          steps: 5
+          lr: 1.0e-4
+        env:
+          kwargs: {size: 4}
+        """,
+    )
+    cfg = load_config(
+        path,
+        [
+            "train.group_size=4",
+            "train.mini_batch_size=32",
+            "eval.samples_per_task=4",
+            "eval.pass_k=[1,2,4]",
+            "algo.adv_kwargs.gamma=0.9",
+            "algo.kl_coef=0.01",
+        ],
+    )
+    assert cfg.run.name == "exp1" and cfg.train.steps == 5 and cfg.train.lr == 1e-4
+    assert cfg.env.kwargs == {"size": 4}
+    assert cfg.algo.adv_kwargs == {"gamma": 0.9}
+    saved = tmp_path / "out" / "config.yaml"
+    save_config(cfg, saved)
+    assert saved.read_text() == dump_config(cfg)
+    assert load_config(saved) == cfg
+    assert [p.name for p in saved.parent.iterdir()] == ["config.yaml"]  # no temp file left
+
+
+def test_dump_keeps_declaration_order() -> None:
+    top = [line.split(":")[0] for line in dump_config(Config()).splitlines() if line[:1].isalpha()]
+    assert top == ["run", "model", "env", "rollout", "sft", "algo", "train", "eval", "log"]
+
+
+def test_overrides_parse_types() -> None:
+    cfg = load_config(
+        None,
+        [
+            "train.lr=1e-4",  # YAML 1.1 reads 1e-4 as a string; pydantic makes it a float
+            "log.wandb=false",
+            "eval.samples_per_task=2",
+            "eval.pass_k=[1,2]",
+            "env.kwargs.max_turns=12",
+            "run.name=2024",  # a str field keeps the text
+            "sft.path=demos.jsonl",
+            "train.norm_len=null",
+        ],
+    )
+    assert cfg.train.lr == pytest.approx(1e-4)
+    assert cfg.log.wandb is False
+    assert cfg.eval.pass_k == [1, 2]
+    assert cfg.env.kwargs == {"max_turns": 12}
+    assert cfg.run.name == "2024"
+    assert cfg.sft.path == "demos.jsonl"
+    assert cfg.train.norm_len is None
+
+
+def test_later_override_wins(tmp_path: Path) -> None:
+    path = write(tmp_path, "train:\n  steps: 3\n")
+    assert load_config(path, ["train.steps=4", "train.steps=5"]).train.steps == 5
+
+
+def test_empty_file_gives_defaults(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, "# nothing\n")) == Config()
+
+
+# ---------------------------------------------------------------- errors from YAML
+
+
+def test_bound_error_names_file_line_key_and_value(tmp_path: Path) -> None:
+    path = write(tmp_path, "run:\n  seed: 1\ntrain:\n  steps: 3\n  group_size: 0\n")
+    err = error_of(path)
+    assert str(err) == f"{path}:5: train.group_size: must be >= 1, got 0"
+    assert err.issues[0].key == "train.group_size" and err.issues[0].line == 5
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "run:\n  seed: 1\n\ntrian:\n  steps: 3\n")
+    message = str(error_of(path))
+    assert message.startswith(f"{path}:4: unknown key 'trian' at top level; did you mean 'train'?")
+    assert "Valid keys: algo, env, eval, log, model, rollout, run, sft, train" in message
+
+
+def test_unknown_nested_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "train:\n  steps: 3\n  lrr: 0.1\n")
+    message = str(error_of(path))
+    assert message.startswith(f"{path}:3: unknown key 'lrr' in 'train'; did you mean 'lr'?")
+    assert "Valid keys:" in message and "micro_batch_size" in message
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    path = write(tmp_path, "train:\n  steps: ten\n")
+    assert str(error_of(path)) == f"{path}:2: train.steps: expected an integer, got 'ten' (str)"
+
+
+def test_wrong_choice_lists_valid_choices(tmp_path: Path) -> None:
+    path = write(tmp_path, "sft:\n  source: jsnl\n")
+    message = str(error_of(path))
+    assert message.startswith(f"{path}:2: sft.source: unknown value 'jsnl'; did you mean 'jsonl'?")
+    assert "Valid choices: oracle, jsonl" in message
+
+
+def test_section_that_is_not_a_mapping(tmp_path: Path) -> None:
+    path = write(tmp_path, "run:\n  seed: 1\ntrain: 5\n")
+    assert str(error_of(path)).startswith(f"{path}:3: train: expected a mapping")
+
+
+def test_every_problem_is_reported_in_file_order(tmp_path: Path) -> None:
+    path = write(tmp_path, "train:\n  steps: -1\n  lr: 0\nrun:\n  threads: 0\n")
+    err = error_of(path)
+    assert [issue.line for issue in err.issues] == [2, 3, 5]
+    assert [issue.key for issue in err.issues] == ["train.steps", "train.lr", "run.threads"]
+    assert len(str(err).splitlines()) == 3
+
+
+def test_jsonl_source_needs_a_path(tmp_path: Path) -> None:
+    path = write(tmp_path, "sft:\n  enabled: true\n  source: jsonl\n")
+    message = str(error_of(path))
+    assert message.startswith(f"{path}:3: sft.path: required when sft.source is 'jsonl'")
+    assert "set sft.path" in message
+    assert load_config(path, ["sft.path=demos.jsonl"]).sft.path == "demos.jsonl"
+
+
+def test_pass_k_larger_than_samples_per_task(tmp_path: Path) -> None:
+    path = write(tmp_path, "eval:\n  samples_per_task: 2\n  pass_k: [1, 4]\n")
+    err = error_of(path)
+    message = str(err)
+    assert message.startswith(f"{path}:3: eval.pass_k: pass@4 needs at least 4 samples")
+    assert "raise eval.samples_per_task to >= 4" in message
+    assert err.issues[0].key == "eval.pass_k"
+
+
+def test_micro_batch_larger_than_mini_batch(tmp_path: Path) -> None:
+    path = write(tmp_path, "train:\n  mini_batch_size: 8\n  micro_batch_size: 16\n")
+    message = str(error_of(path))
+    assert message.startswith(
+        f"{path}:3: train.micro_batch_size: must be <= train.mini_batch_size (8), got 16"
+    )
+    assert "lower micro_batch_size or raise mini_batch_size" in message
+
+
+def test_mini_batch_larger_than_a_step(tmp_path: Path) -> None:
+    # mini_batch_size keeps its default 64 > 2 * 4; the line of a related key is reported.
+    path = write(tmp_path, "train:\n  n_groups: 2\n  group_size: 4\n")
+    message = str(error_of(path))
+    assert message.startswith(f"{path}:2: train.mini_batch_size: must be <= train.n_groups")
+    assert "= 8 trajectories per step, got 64" in message
+
+
+def test_tiny_heads_must_divide(tmp_path: Path) -> None:
+    path = write(tmp_path, "model:\n  tiny:\n    num_heads: 3\n")
+    message = str(error_of(path))
+    assert message.startswith(f"{path}:3: model.tiny.hidden_size: must be divisible by")
+    message = str(error_of(None, ("model.tiny.num_kv_heads=3",)))
+    assert "model.tiny.num_kv_heads: must divide model.tiny.num_heads (4), got 3" in message
+
+
+def test_eval_seeds_must_be_held_out(tmp_path: Path) -> None:
+    path = write(tmp_path, "env:\n  train_seed_start: 10\n  eval_seed_start: 10\n")
+    assert str(error_of(path)).startswith(f"{path}:3: env.eval_seed_start: must be > ")
+
+
+# ---------------------------------------------------------------- file-level errors
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.yaml"
+    assert str(error_of(path)) == f"{path}: config file not found; check the path " + (
+        "(try configs/default.yaml)"
+    )
+
+
+def test_invalid_yaml_names_the_parser_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "train:\n  steps: 3\n  pass_k: [1\n  lr: 2\n")
+    message = str(error_of(path))
+    assert message.startswith(f"{path}:4: invalid YAML:")
+
+
+def test_top_level_not_a_mapping(tmp_path: Path) -> None:
+    path = write(tmp_path, "- 1\n- 2\n")
+    assert str(error_of(path)).startswith(f"{path}:1: the top level must be a mapping")
+
+
+def test_duplicate_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "train:\n  lr: 1.0\n  lr: 2.0\n")
+    assert str(error_of(path)) == f"{path}:3: train.lr: duplicate key (first at line 2); " + (
+        "keep only one"
+    )
+
+
+# ---------------------------------------------------------------- errors from overrides
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("train", "override 'train': expected key.sub=value"),
+        ("=3", "override '=3': expected key.sub=value"),
+        (
+            "trian.steps=3",
+            "override 'trian.steps=3': unknown key 'trian' at top level; did you mean 'train'?",
+        ),
+        ("train.lrr=1", "override 'train.lrr=1': unknown key 'lrr' in 'train'; did you mean 'lr'?"),
+        ("train.lr.x=1", "override 'train.lr.x=1': 'train.lr' is a value, not a section"),
+        (
+            "train.group_size=0",
+            "override 'train.group_size=0': train.group_size: must be >= 1, got 0",
+        ),
+        ("train.lr=[1", "override 'train.lr=[1': train.lr: cannot parse value '[1'"),
+    ],
+)
+def test_override_errors_name_the_override(override: str, expected: str) -> None:
+    assert str(error_of(None, (override,))).startswith(expected)
+
+
+def test_override_beats_the_file_in_error_location(tmp_path: Path) -> None:
+    path = write(tmp_path, "train:\n  group_size: 4\n")
+    message = str(error_of(path, ("train.group_size=0",)))
+    assert message == "override 'train.group_size=0': train.group_size: must be >= 1, got 0"
+
+
+def test_free_form_kwargs_accept_any_key() -> None:
+    cfg = load_config(None, ["env.kwargs.map.size=4", "algo.loss_kwargs.clip_eps=0.2"])
+    assert cfg.env.kwargs == {"map": {"size": 4}}
+    assert cfg.algo.loss_kwargs == {"clip_eps": 0.2}
+
+
+# ---------------------------------------------------------------- registry names
+
+
+CHOICES = {
+    "algo.preset": ["dapo", "dr_grpo", "grpo", "ppo", "rloo"],
+    "algo.advantage": ["gae", "grpo", "rloo"],
+    "algo.loss_agg": ["seq_mean_token_mean", "token_mean"],
+    "env.id": ["frozenlake-v0", "wordle-v0"],
+}
+
+
+def test_validate_names_accepts_known_and_unset_names() -> None:
+    validate_names(Config(), CHOICES)  # advantage/loss_agg are None: the preset decides
+
+
+def test_validate_names_did_you_mean(tmp_path: Path) -> None:
+    path = write(tmp_path, "env:\n  id: frozenlake-v0\nalgo:\n  preset: gpro\n")
+    cfg = load_config(path, ["env.id=frozenlak-v0"])
+    with pytest.raises(ConfigError) as info:
+        validate_names(cfg, CHOICES)
+    first, second = str(info.value).splitlines()
+    assert first.startswith(f"{path}:4: algo.preset: unknown preset 'gpro'; did you mean 'grpo'?")
+    assert "Valid choices: dapo, dr_grpo, grpo, ppo, rloo" in first
+    assert second.startswith("override 'env.id=frozenlak-v0': env.id: unknown env 'frozenlak-v0'")
+    assert "did you mean 'frozenlake-v0'?" in second
+
+
+def test_validate_names_rejects_a_non_key() -> None:
+    with pytest.raises(ValueError, match="not a config key"):
+        validate_names(Config(), {"algo.nope": ["x"]})
+
+
+def test_origin_of() -> None:
+    cfg = load_config(None, ["train.lr=0.1"])
+    assert cfg.origin_of("train.lr") == "override 'train.lr=0.1'"
+    assert cfg.origin_of("train.steps") is None
+
+
+# ---------------------------------------------------------------- help
+
+
+def _leaf_keys(data: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for name, value in data.items():
+        if isinstance(value, dict) and name not in ("kwargs",):
+            keys += _leaf_keys(value, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def test_help_lists_every_key_with_type_default_and_description() -> None:
+    text = config_help()
+    for key in _leaf_keys(Config().model_dump()):
+        assert f"  {key} (" in text, key
+    assert "  train.group_size (int, >= 1) = 8\n      Episodes sampled per task." in text
+    assert "  sft.source (oracle|jsonl) = oracle" in text
+    for name, info in Config.model_fields.items():
+        assert info.description, name

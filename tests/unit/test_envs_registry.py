@@ -1,0 +1,254 @@
+"""The env registry: versioned ids, make/spec/registered_ids, errors, entry-point plugins."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import types
+
+import pytest
+
+from turnrl.envs import (
+    Env,
+    EnvPluginError,
+    EnvSpec,
+    HasOracle,
+    HasStateKey,
+    UnknownEnvError,
+    make,
+    parse_env_id,
+    register,
+    registered_ids,
+    spec,
+)
+from turnrl.envs import registry as env_registry
+from turnrl.envs.builtin.frozenlake import FrozenLake
+from turnrl.types import StepResult
+
+
+class Echo:
+    """The smallest env: one turn, echoes the reply."""
+
+    def __init__(self, *, greeting: str = "hi", max_turns: int = 1) -> None:
+        self.greeting = greeting
+        self.max_turns = max_turns
+
+    def reset(self, *, seed=None, options=None):
+        return [{"role": "user", "content": self.greeting}], {}
+
+    def step(self, action):
+        return StepResult([{"role": "user", "content": action}], 0.0, True, False, {})
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def isolated(monkeypatch):
+    """A private copy of the registry, with no plugins installed."""
+    monkeypatch.setattr(env_registry, "_SPECS", dict(env_registry._SPECS))
+    monkeypatch.setattr(env_registry, "_loaded_plugins", set())
+    monkeypatch.setattr(env_registry, "_plugins_scanned", False)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda *, group: [])
+    return monkeypatch
+
+
+class FakeEntryPoint:
+    def __init__(self, name: str, value: str, load) -> None:
+        self.name, self.value, self.group = name, value, "turnrl.envs"
+        self._load = load
+
+    def load(self):
+        return self._load()
+
+
+def install_plugins(monkeypatch, *entry_points: FakeEntryPoint) -> None:
+    def fake_entry_points(*, group):
+        return list(entry_points) if group == "turnrl.envs" else []
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points)
+
+
+# -- built-ins and make ---------------------------------------------------------------------
+
+
+def test_builtins_are_registered():
+    assert {"arithmetic-v0", "frozenlake-v0"} <= set(registered_ids())
+    assert registered_ids() == sorted(registered_ids())
+
+
+def test_make_returns_env_with_merged_spec():
+    env = make("frozenlake-v0", hole_prob=0.0, max_turns=20)
+    assert isinstance(env, Env) and isinstance(env, HasOracle) and isinstance(env, HasStateKey)
+    assert env.spec.id == "frozenlake-v0"
+    assert env.spec.max_turns == 20
+    assert env.spec.kwargs == {
+        "min_size": 4,
+        "max_size": 5,
+        "hole_prob": 0.0,
+        "random_positions": False,
+        "max_turns": 20,
+    }
+    env.reset(seed=0)
+    results = [env.step("up") for _ in range(20)]
+    assert [r.truncated for r in results] == [False] * 19 + [True]
+
+
+def test_make_default_spec_matches_registered():
+    env = make("arithmetic-v0")
+    assert env.spec.max_turns == spec("arithmetic-v0").max_turns == 1
+    assert env.spec.kwargs == {"min_value": 0, "max_value": 99, "ops": "+"}
+
+
+def test_spec_returns_a_copy():
+    copy = spec("frozenlake-v0")
+    copy.kwargs["hole_prob"] = 0.9
+    assert "hole_prob" not in spec("frozenlake-v0").kwargs
+
+
+def test_register_callable_entry_point_and_kwargs(isolated):
+    registered = register("echo-v0", Echo, max_turns=1, description="echo", greeting="yo")
+    assert registered.kwargs == {"greeting": "yo"} and registered.name == "echo"
+    env = make("echo-v0")
+    assert env.reset()[0][0]["content"] == "yo"
+    assert make("echo-v0", greeting="hey").reset()[0][0]["content"] == "hey"
+    assert env.spec.kwargs == {"greeting": "yo", "max_turns": 1}
+
+
+def test_register_passes_max_turns_to_constructor(isolated):
+    register("echo-v0", Echo, max_turns=3, description="echo")
+    assert make("echo-v0").max_turns == 3
+    assert make("echo-v0", max_turns=5).spec.max_turns == 5
+
+
+def test_string_entry_point_loads_lazily(isolated):
+    register("lake-v0", "turnrl.envs.builtin.frozenlake:FrozenLake", max_turns=12, description="")
+    env = make("lake-v0")
+    assert isinstance(env, FrozenLake) and env.max_turns == 12 and env.spec.id == "lake-v0"
+
+
+def test_bad_string_entry_point_names_the_env(isolated):
+    register("ghost-v0", "no_such_module_xyz:Env", max_turns=1, description="")
+    with pytest.raises(ImportError, match=r"ghost-v0.*no_such_module_xyz:Env"):
+        make("ghost-v0")
+    with pytest.raises(ValueError, match="module:Attribute"):
+        register("ghost-v1", "not an entry point", max_turns=1, description="")
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad_id", ["FrozenLake", "frozenlake", "frozen lake-v0", "lake-v", ""])
+def test_bad_id_format_names_the_fix(isolated, bad_id):
+    with pytest.raises(ValueError, match=r"name-vN.*-v0"):
+        register(bad_id, Echo, max_turns=1, description="")
+
+
+def test_bad_id_suggests_a_valid_id(isolated):
+    with pytest.raises(ValueError, match="'frozenlake-v0'"):
+        register("FrozenLake", Echo, max_turns=1, description="")
+
+
+def test_duplicate_id_says_bump_the_version(isolated):
+    with pytest.raises(ValueError, match=r"already registered.*frozenlake-v1"):
+        register("frozenlake-v0", Echo, max_turns=1, description="")
+
+
+def test_unknown_id_did_you_mean_and_choices():
+    with pytest.raises(UnknownEnvError) as caught:
+        make("frozenlak-v0")
+    message = str(caught.value)
+    assert "did you mean 'frozenlake-v0'?" in message
+    assert "arithmetic-v0" in message and "frozenlake-v0" in message
+    assert isinstance(caught.value, KeyError)
+
+
+def test_missing_version_suggests_latest(isolated):
+    register("frozenlake-v1", FrozenLake, max_turns=10, description="")
+    with pytest.raises(KeyError, match="no version; did you mean 'frozenlake-v1'"):
+        make("frozenlake")
+    with pytest.raises(KeyError, match="did you mean 'arithmetic-v0'"):
+        spec("arithmetic")
+
+
+def test_unknown_version_lists_versions():
+    with pytest.raises(KeyError, match="registered versions of 'frozenlake': frozenlake-v0"):
+        make("frozenlake-v7")
+
+
+def test_unknown_kwarg_names_it_and_accepted():
+    with pytest.raises(TypeError) as caught:
+        make("frozenlake-v0", hole_probability=0.1)
+    message = str(caught.value)
+    assert "hole_probability" in message
+    for accepted in ("hole_prob", "max_size", "min_size", "max_turns", "random_positions"):
+        assert accepted in message
+
+
+def test_max_turns_override_needs_constructor_support():
+    with pytest.raises(TypeError, match=r"max_turns.*accepts: max_value, min_value, ops"):
+        make("arithmetic-v0", max_turns=3)
+
+
+def test_spec_validation():
+    with pytest.raises(ValueError, match="max_turns"):
+        EnvSpec(id="x-v0", entry_point=Echo, max_turns=0)
+    with pytest.raises(ValueError, match="reward_range"):
+        EnvSpec(id="x-v0", entry_point=Echo, max_turns=1, reward_range=(1.0, 0.0))
+    with pytest.raises(TypeError, match="entry_point"):
+        EnvSpec(id="x-v0", entry_point=42, max_turns=1)  # type: ignore[arg-type]
+
+
+def test_parse_env_id():
+    assert parse_env_id("frozenlake-v0") == ("frozenlake", 0)
+    assert parse_env_id("my-org/maze-hard-v12") == ("my-org/maze-hard", 12)
+    assert parse_env_id("frozenlake") is None
+    assert parse_env_id("frozenlake-v0\n") is None
+    assert EnvSpec(id="maze-hard-v3", entry_point=Echo, max_turns=1).version == 3
+
+
+# -- entry-point plugins ----------------------------------------------------------------------
+
+
+def test_plugin_hook_registers_lazily_once(isolated):
+    calls = []
+
+    def hook():
+        calls.append(1)
+        register("plugin-echo-v0", Echo, max_turns=1, description="from a plugin")
+
+    install_plugins(isolated, FakeEntryPoint("echo", "plugin_pkg.envs:hook", lambda: hook))
+    assert calls == []  # nothing is loaded before the first make/spec/registered_ids
+    env = make("plugin-echo-v0")
+    assert env.spec.description == "from a plugin"
+    assert "plugin-echo-v0" in registered_ids()
+    spec("plugin-echo-v0")
+    assert calls == [1]
+
+
+def test_plugin_module_import_may_register(isolated):
+    def load_module():
+        register("imported-echo-v0", Echo, max_turns=1, description="")
+        return types.SimpleNamespace()  # a module: not callable, nothing more to call
+
+    install_plugins(isolated, FakeEntryPoint("mod", "plugin_pkg.envs", load_module))
+    assert "imported-echo-v0" in registered_ids()
+
+
+def test_failing_plugin_names_the_entry_point(isolated):
+    def broken():
+        raise RuntimeError("boom")
+
+    install_plugins(isolated, FakeEntryPoint("broken", "bad_pkg.envs:register", lambda: broken))
+    with pytest.raises(EnvPluginError, match=r"'broken = bad_pkg.envs:register'.*boom"):
+        make("frozenlake-v0")
+    with pytest.raises(EnvPluginError):  # still reported, not silently skipped
+        registered_ids()
+
+
+def test_unloadable_plugin_names_the_entry_point(isolated):
+    def load():
+        raise ModuleNotFoundError("No module named 'gone'")
+
+    install_plugins(isolated, FakeEntryPoint("gone", "gone:hook", load))
+    with pytest.raises(EnvPluginError, match=r"'gone = gone:hook'.*No module named"):
+        spec("frozenlake-v0")
