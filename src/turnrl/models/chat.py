@@ -65,7 +65,8 @@ class TemplateLedger:
                 "the chat template does not render the conversation as an extension of its "
                 f"previous rendering (after {len(self.messages)} messages); turnrl needs an "
                 "append-only template. Previous ends with "
-                f"{self.text[-60:]!r}, new rendering has {full[len(self.text) - 60:len(self.text)]!r}"
+                f"{self.text[-60:]!r}, new rendering has "
+                f"{full[max(len(self.text) - 60, 0):len(self.text)]!r}"
             )
         delta = encode(self.tokenizer, full[len(self.text):])
         self._extend(delta, mask=0, logprobs=None, turn=turn)
@@ -107,7 +108,7 @@ def ledger_from_messages(tokenizer: PreTrainedTokenizerBase,
         ledger.add_messages(pending, turn=turn, add_generation_prompt=True)
         pending = []
         turn += 1
-        ids = encode(tokenizer, message["content"]) + [tokenizer.eos_token_id]
+        ids = [*encode(tokenizer, message["content"]), tokenizer.eos_token_id]
         ledger.add_sampled(ids, None, turn=turn, eos_token_id=tokenizer.eos_token_id)
     if pending or ledger.messages:
         ledger.add_messages(pending, turn=turn, add_generation_prompt=False)

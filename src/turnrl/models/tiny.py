@@ -2,8 +2,8 @@
 
 The tokenizer is character level (every printable ASCII character is a token) plus the
 ChatML markers and role names as single tokens, with a ChatML chat template. The model is a
-small Llama-architecture ``LlamaForCausalLM`` (about 1 M parameters by default). Both are written with
-``save_pretrained`` so the rest of turnrl loads them exactly like a downloaded model.
+small Llama-architecture ``LlamaForCausalLM`` (about 1 M parameters by default). Both are
+written with ``save_pretrained`` so the rest of turnrl loads them exactly like a downloaded model.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def build_model(vocab_size: int, config: TinyConfig | None = None) -> LlamaForCausalLM:
-    """A randomly initialised Llama-architecture causal LM (fp32), deterministic given ``config.seed``."""
+    """A randomly initialised Llama-architecture causal LM (fp32), deterministic in ``seed``."""
     cfg = config or TinyConfig()
     hf_config = LlamaConfig(
         vocab_size=vocab_size,

@@ -49,6 +49,23 @@ def layout(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:
                  old_logprobs=old_logprobs, adv_inputs=adv_inputs)
 
 
+def length_sorted(batch: Batch, rows: torch.Tensor) -> torch.Tensor:
+    """``rows`` ordered by sequence length, so micro-batches cut from them carry little padding."""
+    lengths = batch.attention_mask[rows].sum(-1)
+    return rows[torch.argsort(lengths, stable=True)]
+
+
+def bucketed_batches(batch: Batch, batch_size: int, generator: torch.Generator,
+                     bucket: int = 8) -> list[torch.Tensor]:
+    """Shuffled batches of similar-length rows: shuffle, sort each run of ``bucket`` batches
+    by length, cut it into batches, then shuffle the batch order."""
+    order = torch.randperm(batch.size, generator=generator)
+    batches: list[torch.Tensor] = []
+    for chunk in order.split(batch_size * bucket):
+        batches.extend(length_sorted(batch, chunk).split(batch_size))
+    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+
+
 def select(batch: Batch, rows: torch.Tensor) -> Batch:
     """The sub-batch of ``rows``, trimmed to its longest sequence (less padding to compute)."""
     width = int(batch.attention_mask[rows].sum(-1).max().item())

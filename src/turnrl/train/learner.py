@@ -19,7 +19,7 @@ from turnrl.algos import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 from turnrl.algos.losses import value_loss
 from turnrl.algos.presets import AlgoPreset
 from turnrl.models.policy import ValueModel, token_logprobs
-from turnrl.train.batch import select
+from turnrl.train.batch import length_sorted, select
 from turnrl.types import Batch
 
 
@@ -117,7 +117,7 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = defaultdict(float)
         n_micro = 0
-        for micro_rows in rows.split(self.optim.micro_batch_size):
+        for micro_rows in length_sorted(batch, rows).split(self.optim.micro_batch_size):
             micro = select(batch, micro_rows)
             logprobs, entropy = token_logprobs(self.policy, micro.input_ids, micro.attention_mask,
                                                temperature=self.optim.temperature,
@@ -159,7 +159,7 @@ class Learner:
         norms = self._normalisers(batch, rows)
         self.critic_optimizer.zero_grad(set_to_none=True)
         total = 0.0
-        for micro_rows in rows.split(self.optim.micro_batch_size):
+        for micro_rows in length_sorted(batch, rows).split(self.optim.micro_batch_size):
             micro = select(batch, micro_rows)
             assert micro.ret is not None
             # state value of each token: the critic's output one position earlier

@@ -227,7 +227,7 @@ class Trainer:
         e = self.cfg.eval
         seeds = range(self.cfg.env.eval_seed_start, self.cfg.env.eval_seed_start + e.episodes)
         with self.progress.task(f"eval ({label})", None) as advance:
-            summary, trajectories = evaluate(self.runner(e.temperature), self.make_env, seeds,
+            summary, _ = evaluate(self.runner(e.temperature), self.make_env, seeds,
                                              samples_per_task=e.samples_per_task,
                                              pass_k=e.pass_k)
             advance(f"success {summary['success']:.3f}")

@@ -20,7 +20,7 @@ from transformers import PreTrainedTokenizerBase
 from turnrl.envs.protocol import Env
 from turnrl.models.chat import ledger_from_messages
 from turnrl.models.policy import token_logprobs
-from turnrl.train.batch import layout, select
+from turnrl.train.batch import bucketed_batches, layout, select
 from turnrl.types import Message, Trajectory
 
 VALID_ROLES = ("system", "user", "assistant", "tool")
@@ -61,7 +61,7 @@ def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
 
 
 def load_conversations(path: str | Path) -> list[list[Message]]:
-    """Read a JSONL file with one ``{"messages": [{"role": ..., "content": ...}, ...]}`` per line."""
+    """Read a JSONL file with one ``{"messages": [{"role": ..., "content": ...}]}`` per line."""
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"sft.path {str(path)!r} does not exist; give a JSONL file of "
@@ -118,7 +118,7 @@ def sft_steps(policy: nn.Module, trajectories: Sequence[Trajectory], *, pad_toke
     generator = torch.Generator().manual_seed(seed)
     policy.train()
     for epoch in range(epochs):
-        for rows in torch.randperm(batch.size, generator=generator).split(batch_size):
+        for rows in bucketed_batches(batch, batch_size, generator):
             micro = select(batch, rows)
             logprobs, _ = token_logprobs(policy, micro.input_ids, micro.attention_mask)
             tokens = micro.loss_mask.sum().clamp(min=1.0)
