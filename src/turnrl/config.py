@@ -216,7 +216,7 @@ class RolloutConfig(_Section):
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
     max_batch_size: int = Field(256, gt=0, description="Most sequences per generate call.")
     max_context_tokens: int = Field(
-        1024, gt=0, description="Episode token budget; an episode past it is truncated."
+        2048, gt=0, description="Episode token budget; an episode past it is truncated."
     )
 
 
@@ -232,14 +232,14 @@ class SFTConfig(_Section):
     )
     episodes: int = Field(2000, ge=1, description="Oracle episodes to generate.")
     random_action_prob: float = Field(
-        0.3,
+        0.5,
         ge=0,
         le=1,
         description="Chance the oracle demo takes a random action (imperfect demonstrations).",
     )
-    epochs: int = Field(1, ge=1, description="Passes over the demonstrations.")
+    epochs: int = Field(2, ge=1, description="Passes over the demonstrations.")
     batch_size: int = Field(32, ge=1, description="Episodes per optimizer step.")
-    lr: float = Field(1e-3, gt=0, description="AdamW learning rate.")
+    lr: float = Field(2e-3, gt=0, description="AdamW learning rate (cosine decay to 0).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip.")
 
     @model_validator(mode="after")
@@ -278,7 +278,7 @@ class TrainConfig(_Section):
     """The RL loop: steps, batch shape, optimizer, evaluation and checkpoint cadence."""
 
     steps: int = Field(30, ge=0, description="RL steps (collect, score, update).")
-    n_groups: int = Field(8, ge=1, description="Tasks (groups) per step.")
+    n_groups: int = Field(16, ge=1, description="Tasks (groups) per step.")
     group_size: int = Field(8, ge=1, description="Episodes sampled per task.")
     epochs: int = Field(1, ge=1, description="PPO epochs over each batch.")
     mini_batch_size: int = Field(64, ge=1, description="Trajectories per optimizer step.")

@@ -55,20 +55,27 @@ class TemplateLedger:
     turn_index: list[int] = field(default_factory=list)
     text: str = ""
 
-    def add_messages(self, messages: list[Message], *, turn: int,
-                     add_generation_prompt: bool) -> list[int]:
-        """Append non-sampled messages (prompt, observation, tool output) as a template delta."""
-        self.messages.extend(messages)
-        full = render(self.tokenizer, self.messages, add_generation_prompt=add_generation_prompt)
+    def delta(self, messages: list[Message], *,
+              add_generation_prompt: bool) -> tuple[str, list[int]]:
+        """The template's text and the new token ids if ``messages`` were appended (no change)."""
+        conversation = self.messages + messages
+        full = render(self.tokenizer, conversation, add_generation_prompt=add_generation_prompt)
         if not full.startswith(self.text):
             raise ChatTemplateError(
                 "the chat template does not render the conversation as an extension of its "
-                f"previous rendering (after {len(self.messages)} messages); turnrl needs an "
+                f"previous rendering (after {len(conversation)} messages); turnrl needs an "
                 "append-only template. Previous ends with "
                 f"{self.text[-60:]!r}, new rendering has "
                 f"{full[max(len(self.text) - 60, 0):len(self.text)]!r}"
             )
-        delta = encode(self.tokenizer, full[len(self.text):])
+        return full, encode(self.tokenizer, full[len(self.text):])
+
+    def add_messages(self, messages: list[Message], *, turn: int,
+                     add_generation_prompt: bool) -> list[int]:
+        """Append non-sampled messages (prompt, observation, tool output) as a template delta;
+        with ``add_generation_prompt`` also the header of the next assistant turn."""
+        full, delta = self.delta(messages, add_generation_prompt=add_generation_prompt)
+        self.messages.extend(messages)
         self._extend(delta, mask=0, logprobs=None, turn=turn)
         self.text = full
         return delta

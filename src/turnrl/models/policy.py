@@ -7,6 +7,7 @@ model is such a directory too, so there is one loading path for every model.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import torch
@@ -40,7 +41,8 @@ def check_model_path(path: str) -> None:
     """A clear error for a local path that is not a model dir (hub ids pass through)."""
     local = Path(path).expanduser()
     looks_local = path.startswith((".", "/", "~")) or local.exists() or path.count("/") > 1
-    if looks_local and not (local / "config.json").is_file():
+    is_model_dir = (local / "config.json").is_file() or (local / "adapter_config.json").is_file()
+    if looks_local and not is_model_dir:
         what = "does not exist" if not local.exists() else "has no config.json"
         raise ModelLoadError(
             f"model.path {path!r} {what}; give a Hugging Face model directory (with "
@@ -69,8 +71,16 @@ def load_policy(path: str | Path, *, dtype: torch.dtype, device: torch.device,
                 lora: dict | None = None) -> PreTrainedModel:
     """A causal LM from ``path``; with ``lora`` (peft LoraConfig kwargs) a peft model.
 
-    LoRA keeps the base weights frozen and trains adapters on ``target_modules``.
+    LoRA keeps the base weights frozen and trains adapters on ``target_modules``. A peft
+    adapter dir (a LoRA checkpoint) loads its base model and the adapters, trainable.
     """
+    adapter_config = Path(path) / "adapter_config.json"
+    if adapter_config.is_file():
+        from peft import PeftModel
+
+        base_path = json.loads(adapter_config.read_text())["base_model_name_or_path"]
+        base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype).to(device)
+        return PeftModel.from_pretrained(base, str(path), is_trainable=True)
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device)
     if lora:
         from peft import LoraConfig, get_peft_model
@@ -139,8 +149,10 @@ class ValueModel(nn.Module):
         if source is not None and (Path(source) / "critic").is_dir():
             return cls.from_pretrained(Path(source) / "critic", dtype=param.dtype,
                                        device=param.device)
-        unwrapped = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
-        body = copy.deepcopy(unwrapped.base_model).requires_grad_(True)
+        unwrapped = copy.deepcopy(policy)
+        if hasattr(unwrapped, "merge_and_unload"):  # a peft policy: fold the adapters in
+            unwrapped = unwrapped.merge_and_unload()
+        body = unwrapped.base_model.requires_grad_(True)
         return cls(body).to(device=param.device)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:

@@ -26,16 +26,21 @@ class Runner:
         tokenizer: renders messages with its chat template.
         params: sampling parameters of every agent turn.
         max_context_tokens: an episode whose next prompt would not fit is truncated.
+        offload_env_steps: run ``env.reset``/``env.step`` in worker threads so a slow env
+            (retrieval, code execution) does not stall the other episodes' generation.
+            Off by default: for fast envs the thread hand-off only splits engine batches.
     """
 
     _episode_ids = itertools.count()
 
     def __init__(self, engine: Engine, tokenizer: PreTrainedTokenizerBase,
-                 params: SamplingParams, *, max_context_tokens: int = 2048) -> None:
+                 params: SamplingParams, *, max_context_tokens: int = 2048,
+                 offload_env_steps: bool = False) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
         self.params = params
         self.max_context_tokens = max_context_tokens
+        self.offload_env_steps = offload_env_steps
 
     def collect(self, make_env: Callable[[], Env], seeds: Sequence[int], group_size: int, *,
                 first_group_id: int = 0) -> list[Trajectory]:
@@ -61,14 +66,29 @@ class Runner:
             env.close()
 
     async def _play(self, env: Env, seed: int, group_id: int) -> Trajectory:
-        messages, _ = env.reset(seed=seed)
+        messages, _ = await self._call(env.reset, seed=seed)
         ledger = TemplateLedger(self.tokenizer)
-        ledger.add_messages(messages, turn=-1, add_generation_prompt=True)
+        ledger.add_messages(messages, turn=-1, add_generation_prompt=False)
         session = f"episode-{next(self._episode_ids)}"
         try:
             return await self._turns(env, seed, group_id, ledger, session)
         finally:
             self.engine.end_session(session)
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run an env method inline, or in a worker thread when env steps are offloaded."""
+        if self.offload_env_steps:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        return fn(*args, **kwargs)
+
+    def _open_turn(self, ledger: TemplateLedger, turn: int) -> bool:
+        """Append the assistant header of the next turn if that turn fits the context."""
+        _, header = ledger.delta([], add_generation_prompt=True)
+        needed = len(ledger.token_ids) + len(header) + self.params.max_new_tokens
+        if needed > self.max_context_tokens:
+            return False
+        ledger.add_messages([], turn=turn - 1, add_generation_prompt=True)
+        return True
 
     async def _turns(self, env: Env, seed: int, group_id: int, ledger: TemplateLedger,
                      session: str) -> Trajectory:
@@ -78,7 +98,7 @@ class Runner:
         terminated = truncated = False
         counts = {"invalid_actions": 0, "length_finishes": 0, "context_overflow": 0}
         for turn in range(env.spec.max_turns):
-            if len(ledger.token_ids) + self.params.max_new_tokens > self.max_context_tokens:
+            if not self._open_turn(ledger, turn):
                 truncated, counts["context_overflow"] = True, 1
                 break
             completion = await self.engine.generate(ledger.token_ids, self.params,
@@ -86,7 +106,7 @@ class Runner:
             action = ledger.add_sampled(completion.token_ids, completion.logprobs, turn=turn,
                                         eos_token_id=eos)
             counts["length_finishes"] += completion.finish_reason == "length"
-            result = env.step(action)
+            result = await self._call(env.step, action)
             step_info = result.info
             counts["invalid_actions"] += bool(step_info.get("invalid_action", False))
             turn_rewards.append(float(result.reward))
@@ -94,9 +114,8 @@ class Runner:
             truncated = bool(result.truncated) or (
                 not terminated and turn == env.spec.max_turns - 1
             )
-            done = terminated or truncated
-            ledger.add_messages(result.observation, turn=turn, add_generation_prompt=not done)
-            if done:
+            ledger.add_messages(result.observation, turn=turn, add_generation_prompt=False)
+            if terminated or truncated:
                 break
         info = {"success": bool(step_info.get("success", False)), **counts}
         return Trajectory(

@@ -25,7 +25,14 @@ from turnrl import envs
 from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
 from turnrl.algos import needs_critic as advantage_needs_critic
 from turnrl.algos.presets import AlgoPreset
-from turnrl.config import AlgoConfig, Config, dump_config, save_config, validate_names
+from turnrl.config import (
+    AlgoConfig,
+    Config,
+    ConfigError,
+    dump_config,
+    save_config,
+    validate_names,
+)
 from turnrl.envs.protocol import Env
 from turnrl.eval.evaluate import evaluate
 from turnrl.models.policy import (
@@ -75,6 +82,24 @@ def check_names(cfg: Config) -> None:
     })
 
 
+def check_env_kwargs(cfg: Config) -> None:
+    """Build the env once so a bad ``env.kwargs`` entry fails before any heavy work."""
+    try:
+        envs.make(cfg.env.id, **cfg.env.kwargs).close()
+    except (TypeError, ValueError) as error:
+        where = cfg.origin_of("env.kwargs")
+        prefix = f"{where}: " if where else ""
+        raise ConfigError(f"{prefix}env.kwargs for {cfg.env.id!r}: {error}") from None
+
+
+def check_algo(cfg: Config, algo: AlgoPreset) -> None:
+    """Cross-key checks of the resolved algorithm that the config tree cannot see alone."""
+    group_based = algo.advantage in ("grpo", "rloo")
+    if group_based and cfg.train.group_size < 2:
+        raise ConfigError(f"train.group_size: advantage {algo.advantage!r} compares episodes "
+                          "of one task, so it needs group_size >= 2; got 1")
+
+
 def resolve_algo(algo: AlgoConfig) -> AlgoPreset:
     """The preset named by ``algo.preset`` with every key the config sets overridden."""
     overrides = {f.name: getattr(algo, f.name) for f in dataclasses.fields(AlgoPreset)
@@ -108,7 +133,7 @@ def model_source(cfg: Config, run_dir: Path) -> str:
     if cfg.model.path != "tiny":
         check_model_path(cfg.model.path)
         return cfg.model.path
-    return str(init_tiny_model(run_dir / "base_model", cfg.model.tiny))
+    return str(init_tiny_model(run_dir.resolve() / "base_model", cfg.model.tiny))
 
 
 def env_factory(cfg: Config) -> Callable[[], Env]:
@@ -146,8 +171,10 @@ class Trainer:
 
     def __init__(self, cfg: Config, *, resume: Path | None = None) -> None:
         check_names(cfg)
+        check_env_kwargs(cfg)
         self.cfg = cfg
         self.algo = resolve_algo(cfg.algo)
+        check_algo(cfg, self.algo)
         self.device = setup_torch(cfg)
         self.make_env = env_factory(cfg)
         self.env_spec = envs.spec(cfg.env.id)
@@ -263,7 +290,10 @@ class Trainer:
         save_checkpoint(self.run_dir, step, policy=self.policy, tokenizer=self.tokenizer,
                         optimizers={"policy": self.learner.optimizer,
                                     "critic": self.learner.critic_optimizer},
-                        critic=self.learner.critic, extra_state={"eval_before": before})
+                        critic=self.learner.critic,
+                        extra_state={"eval_before": before, "generators": {
+                            "engine": self.engine.generator.get_state().tolist(),
+                            "learner": self.learner.generator.get_state().tolist()}})
 
     def run(self) -> RunResult:
         start = time.perf_counter()
@@ -279,6 +309,9 @@ class Trainer:
             state = load_training_state(self.resume_from, {
                 "policy": self.learner.optimizer, "critic": self.learner.critic_optimizer})
             self.start_step, before = state["step"], state.get("eval_before")
+            for name, generator in (("engine", self.engine.generator),
+                                    ("learner", self.learner.generator)):
+                generator.set_state(torch.tensor(state["generators"][name], dtype=torch.uint8))
         history = []
         with self.progress.task("RL", cfg.train.steps, completed=self.start_step) as advance:
             for step in range(self.start_step, cfg.train.steps):

@@ -1,0 +1,133 @@
+"""The command line: listing envs, help, user errors (exit 2, one line, no traceback),
+init-model and eval on a tiny model."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from turnrl.cli import main
+from turnrl.models.policy import load_policy, load_tokenizer
+
+SMALL_MODEL_ARGS = ["--hidden-size", "32", "--num-layers", "1", "--num-heads", "2",
+                    "--num-kv-heads", "1", "--intermediate-size", "64"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from an empty dir (relative runs/ go there) with a wide terminal for rich tables."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1, err
+    return errors[0]
+
+
+def test_envs_lists_the_builtin_envs(capsys) -> None:
+    assert main(["envs"]) == 0
+    out = capsys.readouterr().out
+    assert "frozenlake-v0" in out and "arithmetic-v0" in out
+
+
+def test_train_help_lists_the_config_keys(capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for key in ("--resume", "train.steps", "algo.preset", "model.tiny.hidden_size",
+                "rollout.max_new_tokens", "sft.random_action_prob", "eval.pass_k"):
+        assert key in out, key
+
+
+def test_bad_override_is_one_error_line_naming_the_key(capsys) -> None:
+    assert main(["train", "train.stepz=1"]) == 2
+    line = one_error_line(capsys)
+    assert "stepz" in line and "did you mean 'steps'" in line
+    assert not Path("runs").exists()
+
+
+def test_bad_override_value_is_one_error_line(capsys) -> None:
+    assert main(["train", "train.group_size=0"]) == 2
+    line = one_error_line(capsys)
+    assert "train.group_size" in line and ">= 1" in line
+
+
+def test_missing_config_file_is_one_error_line(capsys) -> None:
+    assert main(["train", "missing.yaml", "train.steps=1"]) == 2
+    line = one_error_line(capsys)
+    assert "missing.yaml" in line and "not found" in line
+
+
+def test_unknown_env_id_in_a_config_file_suggests_the_closest(tmp_path: Path, capsys) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("run:\n  out_dir: out\nenv:\n  id: frozenlak-v0\n")
+    assert main(["train", str(config)]) == 2
+    line = one_error_line(capsys)
+    assert f"{config}:4" in line  # file and line of the key
+    assert "did you mean 'frozenlake-v0'" in line
+    assert not (tmp_path / "out").exists()  # rejected before any run dir or model is made
+
+
+def test_resume_without_a_run_dir_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    assert main(["train", "--resume", str(tmp_path / "nope")]) == 2
+    assert "config.yaml" in one_error_line(capsys)
+
+
+def test_bad_sft_dataset_is_one_error_line_with_file_and_line(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "demos.jsonl"
+    good = {"messages": [{"role": "user", "content": "1+1="},
+                         {"role": "assistant", "content": "2"}]}
+    data.write_text(json.dumps(good) + "\n{oops\n")
+    argv = ["train", "sft.source=jsonl", f"sft.path={data}", "run.out_dir=out", "run.threads=1",
+            "log.progress=false", "log.tensorboard=false",
+            *[f"model.tiny.{k}={v}" for k, v in (("hidden_size", 32), ("num_layers", 1),
+                                                   ("num_heads", 2), ("num_kv_heads", 1),
+                                                   ("intermediate_size", 64))]]
+    assert main(argv) == 2
+    line = one_error_line(capsys)
+    assert f"{data}:2: not valid JSON" in line
+
+
+def test_eval_of_a_missing_model_dir_is_one_error_line(tmp_path: Path, capsys) -> None:
+    assert main(["eval", str(tmp_path / "nowhere"), "--env", "arithmetic-v0",
+                 "--episodes", "2", "--out-dir", "out"]) == 2
+    line = one_error_line(capsys)
+    assert "nowhere" in line and "does not exist" in line
+
+
+def test_init_model_writes_a_loadable_model(tmp_path: Path, capsys) -> None:
+    out_dir = tmp_path / "model"
+    assert main(["init-model", str(out_dir), *SMALL_MODEL_ARGS, "--seed", "5"]) == 0
+    assert str(out_dir) in capsys.readouterr().out
+    tokenizer = load_tokenizer(out_dir)
+    model = load_policy(out_dir, dtype=torch.float32, device=torch.device("cpu"))
+    assert model.config.hidden_size == 32 and model.config.num_hidden_layers == 1
+    assert model.config.vocab_size == len(tokenizer)
+    assert json.loads((out_dir / "turnrl_tiny.json").read_text())["seed"] == 5
+    ids = torch.tensor([tokenizer.encode("<|im_start|>user\nhi", add_special_tokens=False)])
+    assert torch.isfinite(model(ids).logits).all()
+
+
+def test_eval_of_a_model_dir_prints_a_table_with_success(tiny_model_dir: Path, tmp_path: Path,
+                                                         capsys) -> None:
+    rc = main(["eval", str(tiny_model_dir), "--env", "arithmetic-v0", "--episodes", "4",
+               "--out-dir", str(tmp_path / "out"), "--temperature", "0"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "success" in out and "reward" in out and "pass@1" in out
+    assert re.search(r"success\W+\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", out)  # value [95% CI]
+    assert re.search(r"episodes\W+4\W", out)
+    run_dir = tmp_path / "out" / "eval-arithmetic-v0"
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["phase"] == "eval" and records[-1]["eval/episodes"] == 4.0
+    assert 0.0 <= records[-1]["eval/success"] <= 1.0

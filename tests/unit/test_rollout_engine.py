@@ -1,0 +1,230 @@
+"""HFEngine: stopping, greedy decoding, top-p, batching with padding, KV sessions."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from turnrl.models.chat import encode, render
+from turnrl.rollout.engine import Completion, Engine, SamplingParams
+from turnrl.rollout.hf import HFEngine, sample_tokens
+
+GREEDY = SamplingParams(max_new_tokens=8, temperature=0.0)
+
+
+def make_engine(model, tokenizer, **kwargs) -> HFEngine:
+    return HFEngine(model, eos_token_id=tokenizer.eos_token_id,
+                    pad_token_id=tokenizer.pad_token_id, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def random_model(load_tiny):
+    return load_tiny().eval()
+
+
+@pytest.fixture(scope="module")
+def sft_model(load_sft):
+    return load_sft().eval()
+
+
+@pytest.fixture(scope="module")
+def prompts(tokenizer) -> list[list[int]]:
+    """Prompts of different lengths (1 to ~60 tokens), as the runner would send them."""
+    chats = [[{"role": "user", "content": "12+30="}],
+             [{"role": "system", "content": "Reach G and avoid H."},
+              {"role": "user", "content": "A..\n.H.\n..G"}]]
+    return [encode(tokenizer, render(tokenizer, c, add_generation_prompt=True)) for c in chats] \
+        + [encode(tokenizer, "x"), encode(tokenizer, "hello there, general")]
+
+
+def test_hf_engine_satisfies_the_engine_protocol(random_model, tokenizer) -> None:
+    assert isinstance(make_engine(random_model, tokenizer), Engine)
+
+
+def test_generation_stops_at_eos(sft_model, tokenizer, prompts) -> None:
+    engine = make_engine(sft_model, tokenizer)
+    completion = engine.generate_batch([prompts[0]], GREEDY)[0]
+    assert completion.finish_reason == "stop"
+    assert completion.token_ids[-1] == tokenizer.eos_token_id
+    assert tokenizer.eos_token_id not in completion.token_ids[:-1]
+    assert len(completion.token_ids) < GREEDY.max_new_tokens
+    assert len(completion.logprobs) == len(completion.token_ids)
+    answer = tokenizer.decode(completion.token_ids[:-1])
+    assert answer.isdigit()  # the SFT model answers arithmetic prompts with a number
+
+
+def test_generation_stops_at_max_new_tokens(random_model, tokenizer, prompts) -> None:
+    engine = make_engine(random_model, tokenizer)
+    for n in (1, 5):
+        params = SamplingParams(max_new_tokens=n, temperature=0.0)
+        for completion in engine.generate_batch(prompts, params):
+            assert completion.finish_reason == "length"
+            assert len(completion.token_ids) == len(completion.logprobs) == n
+
+
+def test_extra_stop_token_ids_also_stop(random_model, tokenizer, prompts) -> None:
+    engine = make_engine(random_model, tokenizer)
+    free = engine.generate_batch([prompts[1]], GREEDY)[0]
+    stop_at = free.token_ids[2]
+    first = free.token_ids.index(stop_at)
+    params = SamplingParams(max_new_tokens=8, temperature=0.0, stop_token_ids=(stop_at,))
+    stopped = engine.generate_batch([prompts[1]], params)[0]
+    assert stopped.finish_reason == "stop"
+    assert stopped.token_ids == free.token_ids[: first + 1]
+
+
+def test_greedy_is_deterministic_and_equals_argmax_of_a_fresh_forward(random_model, tokenizer,
+                                                                      prompts) -> None:
+    a = make_engine(random_model, tokenizer, seed=0).generate_batch(prompts, GREEDY)
+    b = make_engine(random_model, tokenizer, seed=123).generate_batch(prompts, GREEDY)
+    assert [c.token_ids for c in a] == [c.token_ids for c in b]
+    for prompt, completion in zip(prompts, a, strict=True):
+        ids = torch.tensor([prompt + completion.token_ids])
+        with torch.no_grad():
+            logits = random_model(ids).logits[0, len(prompt) - 1:-1]
+        assert logits.argmax(-1).tolist() == completion.token_ids
+        expected = torch.log_softmax(logits, -1).max(-1).values
+        assert torch.allclose(torch.tensor(completion.logprobs), expected, atol=1e-5)
+
+
+def test_batched_generation_matches_one_by_one(random_model, tokenizer, prompts) -> None:
+    """Left padding and position ids: a prompt's tokens do not depend on its batch mates."""
+    engine = make_engine(random_model, tokenizer)
+    batched = engine.generate_batch(prompts, GREEDY)
+    for prompt, together in zip(prompts, batched, strict=True):
+        alone = engine.generate_batch([prompt], GREEDY)[0]
+        assert alone.token_ids == together.token_ids
+        assert alone.finish_reason == together.finish_reason
+        gaps = [abs(x - y) for x, y in zip(alone.logprobs, together.logprobs, strict=True)]
+        assert max(gaps) < 1e-5
+
+
+def test_batched_rows_that_stop_early_keep_only_their_tokens(sft_model, tokenizer,
+                                                             prompts) -> None:
+    engine = make_engine(sft_model, tokenizer)
+    params = SamplingParams(max_new_tokens=4, temperature=0.0)
+    batched = engine.generate_batch(prompts, params)
+    reasons = {c.finish_reason for c in batched}
+    assert reasons == {"stop", "length"}  # a mixed batch: rows finish at different steps
+    for prompt, together in zip(prompts, batched, strict=True):
+        alone = engine.generate_batch([prompt], params)[0]
+        assert alone.token_ids == together.token_ids
+        assert alone.finish_reason == together.finish_reason
+
+
+def test_sample_tokens_with_tiny_top_p_always_picks_the_argmax() -> None:
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(256, 50, generator=generator)
+    params = SamplingParams(temperature=1.0, top_p=1e-6)
+    tokens, logprobs = sample_tokens(logits, params, generator)
+    assert torch.equal(tokens, logits.argmax(-1))
+    # recorded log-probs are those of the untruncated distribution
+    assert torch.allclose(logprobs, torch.log_softmax(logits, -1).max(-1).values)
+
+
+def test_sample_tokens_frequencies_follow_temperature_and_top_p() -> None:
+    probs = torch.tensor([0.4, 0.35, 0.25])
+    logits = probs.log().repeat(20_000, 1)
+    generator = torch.Generator().manual_seed(0)
+
+    def freqs(params: SamplingParams) -> torch.Tensor:
+        tokens, _ = sample_tokens(logits, params, generator)
+        return torch.bincount(tokens, minlength=3).float() / len(tokens)
+
+    assert torch.allclose(freqs(SamplingParams(temperature=1.0)), probs, atol=0.015)
+    # top-p 0.5 keeps the smallest prefix whose mass exceeds 0.5: {0.4, 0.35}, renormalised
+    kept = torch.tensor([0.4, 0.35, 0.0]) / 0.75
+    assert torch.allclose(freqs(SamplingParams(temperature=1.0, top_p=0.5)), kept, atol=0.015)
+    # temperature 0.5 squares the odds: p_i ∝ p_i²
+    sharp = probs**2 / (probs**2).sum()
+    tokens, logprobs = sample_tokens(logits[:1], SamplingParams(temperature=0.5), generator)
+    assert torch.allclose(logprobs.exp(), sharp[tokens], atol=1e-6)
+    assert torch.allclose(freqs(SamplingParams(temperature=0.5)), sharp, atol=0.015)
+
+
+def test_async_generate_batches_concurrent_requests(random_model, tokenizer, prompts) -> None:
+    engine = make_engine(random_model, tokenizer)
+
+    async def run() -> list[Completion]:
+        return list(await asyncio.gather(*(engine.generate(p, GREEDY) for p in prompts)))
+
+    completions = asyncio.run(run())
+    assert engine.stats["batches"] == 1 and engine.stats["requests"] == len(prompts)
+    expected = make_engine(random_model, tokenizer).generate_batch(prompts, GREEDY)
+    assert [c.token_ids for c in completions] == [c.token_ids for c in expected]
+
+
+def test_max_batch_size_splits_the_requests(random_model, tokenizer, prompts) -> None:
+    engine = make_engine(random_model, tokenizer, max_batch_size=2)
+
+    async def run() -> list[Completion]:
+        return list(await asyncio.gather(*(engine.generate(p, GREEDY) for p in prompts)))
+
+    completions = asyncio.run(run())
+    assert engine.stats["batches"] == 2
+    expected = make_engine(random_model, tokenizer).generate_batch(prompts, GREEDY)
+    assert [c.token_ids for c in completions] == [c.token_ids for c in expected]
+
+
+def test_kv_session_is_reused_then_dropped_by_end_session(random_model, tokenizer,
+                                                          prompts) -> None:
+    engine = make_engine(random_model, tokenizer, reuse_kv=True)
+    reference = make_engine(random_model, tokenizer, reuse_kv=False)
+    first = engine.generate_batch([prompts[1]], GREEDY, sessions=["a"])[0]
+    assert "a" in engine._sessions
+    follow_up = prompts[1] + first.token_ids + encode(tokenizer, "<|im_end|>\n<|im_start|>user\nok")
+    before = engine.stats["prefill_tokens"]
+    # a cached session next to an uncached one in the same batch
+    second = engine.generate_batch([follow_up, prompts[2]], GREEDY, sessions=["a", "b"])
+    prefilled = engine.stats["prefill_tokens"] - before
+    assert prefilled == len(follow_up) - len(prompts[1]) - (len(first.token_ids) - 1) \
+        + len(prompts[2])  # only the new tokens of "a" (its last sampled token was never fed)
+    expected = reference.generate_batch([follow_up, prompts[2]], GREEDY)
+    for got, want in zip(second, expected, strict=True):
+        assert got.token_ids == want.token_ids
+        assert max(abs(x - y) for x, y in zip(got.logprobs, want.logprobs, strict=True)) < 1e-5
+    engine.end_session("a")
+    assert "a" not in engine._sessions and "b" in engine._sessions
+    engine.end_session("never-started")  # unknown sessions are ignored
+    before = engine.stats["prefill_tokens"]
+    engine.generate_batch([follow_up], GREEDY, sessions=["a"])
+    assert engine.stats["prefill_tokens"] - before == len(follow_up)  # full prefill again
+
+
+def test_a_prompt_that_is_not_an_extension_of_the_session_is_prefilled(random_model, tokenizer,
+                                                                       prompts) -> None:
+    engine = make_engine(random_model, tokenizer, reuse_kv=True)
+    engine.generate_batch([prompts[1]], GREEDY, sessions=["a"])
+    before = engine.stats["prefill_tokens"]
+    got = engine.generate_batch([prompts[3]], GREEDY, sessions=["a"])[0]
+    assert engine.stats["prefill_tokens"] - before == len(prompts[3])
+    assert got.token_ids == engine.generate_batch([prompts[3]], GREEDY)[0].token_ids
+
+
+def test_load_weights_drops_sessions_and_copies_new_weights(random_model, sft_model, load_tiny,
+                                                            tokenizer, prompts) -> None:
+    engine = make_engine(load_tiny().eval(), tokenizer, reuse_kv=True)
+    engine.generate_batch([prompts[0]], GREEDY, sessions=["a"])
+    assert engine._sessions
+    engine.load_weights(engine.model)  # shared in-process: a no-op that still drops caches
+    assert not engine._sessions
+    engine.generate_batch([prompts[0]], GREEDY, sessions=["a"])
+    engine.load_weights(sft_model)
+    assert not engine._sessions
+    want = make_engine(sft_model, tokenizer).generate_batch(prompts, GREEDY)
+    got = engine.generate_batch(prompts, GREEDY)
+    assert [c.token_ids for c in got] == [c.token_ids for c in want]
+    assert [c.token_ids for c in got] != [
+        c.token_ids for c in make_engine(random_model, tokenizer).generate_batch(prompts, GREEDY)]
+
+
+def test_generate_batch_restores_the_training_mode(random_model, tokenizer, prompts) -> None:
+    engine = make_engine(random_model, tokenizer)
+    random_model.train()
+    try:
+        engine.generate_batch(prompts[:1], GREEDY)
+        assert random_model.training
+    finally:
+        random_model.eval()

@@ -1,0 +1,111 @@
+"""The runner with scripted engines (no model): grouping, rewards, sessions, env stepping."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+
+import pytest
+
+from turnrl import envs
+from turnrl.envs.protocol import EnvSpec
+from turnrl.models.chat import encode
+from turnrl.rollout.engine import Completion, Engine, SamplingParams
+from turnrl.rollout.runner import Runner
+from turnrl.types import StepResult
+
+PARAMS = SamplingParams(max_new_tokens=8)
+
+
+@dataclass
+class ScriptedEngine:
+    """Answers every prompt with ``reply(decoded prompt)`` + EOS; records sessions."""
+
+    tokenizer: object
+    reply: object
+    sessions: list[str] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
+
+    async def generate(self, prompt_ids, params, *, session=None) -> Completion:
+        self.sessions.append(session)
+        text = self.tokenizer.decode(prompt_ids, skip_special_tokens=False)
+        ids = [*encode(self.tokenizer, self.reply(text)), self.tokenizer.eos_token_id]
+        return Completion(ids, [-0.1] * len(ids), "stop")
+
+    def load_weights(self, model) -> None:
+        pass
+
+    def end_session(self, session: str) -> None:
+        self.ended.append(session)
+
+
+def solve_last_question(text: str) -> str:
+    a, op, b = re.findall(r"(\d+)([+*-])(\d+)=", text)[-1]
+    return str(eval(f"{a}{op}{b}"))  # digits and one operator
+
+
+def test_scripted_engine_is_an_engine(tokenizer) -> None:
+    assert isinstance(ScriptedEngine(tokenizer, str), Engine)
+
+
+def test_collect_groups_episodes_by_seed(tokenizer) -> None:
+    engine = ScriptedEngine(tokenizer, solve_last_question)
+    runner = Runner(engine, tokenizer, PARAMS)
+    trajectories = runner.collect(lambda: envs.make("arithmetic-v0"), [5, 6], 3,
+                                  first_group_id=10)
+    assert [t.seed for t in trajectories] == [5, 5, 5, 6, 6, 6]
+    assert [t.group_id for t in trajectories] == [10, 10, 10, 11, 11, 11]
+    for t in trajectories:
+        assert t.info["success"] and t.terminated and not t.truncated
+        assert t.turn_rewards == [1.0] and t.messages[-1]["content"] == "Correct."
+        assert t.logprobs.count(-0.1) == t.num_sampled_tokens
+    # one session per episode, each ended once
+    assert len(set(engine.sessions)) == 6 and sorted(engine.ended) == sorted(set(engine.sessions))
+
+
+def test_turn_rewards_and_truncation_at_max_turns(tokenizer) -> None:
+    engine = ScriptedEngine(tokenizer, lambda text: "up")  # bumps into the top edge forever
+    runner = Runner(engine, tokenizer, PARAMS)
+    (t,) = runner.collect(lambda: envs.make("frozenlake-v0", max_turns=8), [0], 1)
+    assert t.num_turns == 8 and t.turn_rewards == [0.0] * 8
+    assert t.truncated and not t.terminated and not t.info["success"]
+    assert t.info["invalid_actions"] == 0 and t.info["length_finishes"] == 0
+    assert [m["role"] for m in t.messages].count("assistant") == 8
+    assert t.messages[-1]["role"] == "user"  # the final observation is in the transcript
+
+
+def test_invalid_actions_are_counted(tokenizer) -> None:
+    runner = Runner(ScriptedEngine(tokenizer, lambda text: "fly"), tokenizer, PARAMS)
+    (t,) = runner.collect(lambda: envs.make("frozenlake-v0"), [0], 1)
+    assert t.info["invalid_actions"] == t.num_turns == 10
+
+
+class _RendezvousEnv:
+    """Two episodes whose ``step`` each wait for the other one's ``step`` to start."""
+
+    spec = EnvSpec(id="rendezvous-v0", entry_point="x:y", max_turns=1)
+    barrier = threading.Barrier(2, timeout=0.5)
+
+    def reset(self, *, seed=None, options=None):
+        return [{"role": "user", "content": "go"}], {}
+
+    def step(self, action: str) -> StepResult:
+        try:
+            self.barrier.wait()
+            met = True
+        except threading.BrokenBarrierError:
+            met = False
+        return StepResult([{"role": "user", "content": "ok"}], float(met), True, False,
+                          {"success": met})
+
+    def close(self) -> None:
+        pass
+
+
+def test_env_steps_of_concurrent_episodes_can_overlap(tokenizer) -> None:
+    _RendezvousEnv.barrier.reset()
+    runner = Runner(ScriptedEngine(tokenizer, lambda text: "x"), tokenizer, PARAMS,
+                    offload_env_steps=True)
+    trajectories = runner.collect(_RendezvousEnv, [0], 2)
+    assert all(t.info["success"] for t in trajectories)

@@ -1,0 +1,197 @@
+"""Model-free pieces of training: batch layout, rollout stats, metrics logging, checkpoints."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from turnrl.rollout.stats import rollout_metrics
+from turnrl.train.batch import bucketed_batches, layout, select
+from turnrl.train.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
+from turnrl.train.tracking import MetricsLogger
+from turnrl.types import Trajectory
+
+PAD = 0
+
+
+def traj(n_prompt: int, turns: list[int], rewards: list[float], *, group: int = 0,
+         success: bool = False, terminated: bool = True) -> Trajectory:
+    """A ledger: ``n_prompt`` prompt tokens, then per turn its sampled tokens + 2 obs tokens."""
+    ids, mask, lps, turn_index = [7] * n_prompt, [0] * n_prompt, [0.0] * n_prompt, \
+        [-1] * n_prompt
+    for k, n in enumerate(turns):
+        ids += [10 + k] * n + [5, 6]
+        mask += [1] * n + [0, 0]
+        lps += [-0.5] * n + [0.0, 0.0]
+        turn_index += [k] * (n + 2)
+    return Trajectory(env_id="x-v0", seed=0, group_id=group, messages=[], token_ids=ids,
+                      loss_mask=mask, logprobs=lps, turn_index=turn_index, turn_rewards=rewards,
+                      terminated=terminated, truncated=not terminated,
+                      info={"success": success, "invalid_actions": 1, "length_finishes": 0})
+
+
+# ---------------------------------------------------------------------- layout / select
+def test_layout_right_pads_every_per_token_list() -> None:
+    a, b = traj(3, [2, 1], [0.0, 1.0], group=4), traj(2, [1], [0.5], group=5, terminated=False)
+    batch = layout([a, b], PAD)
+    assert batch.input_ids.shape == (2, len(a.token_ids))
+    n = len(b.token_ids)
+    assert batch.input_ids[1, :n].tolist() == b.token_ids
+    assert batch.input_ids[1, n:].tolist() == [PAD] * (len(a.token_ids) - n)
+    assert batch.attention_mask[1].tolist() == [1.0] * n + [0.0] * (len(a.token_ids) - n)
+    assert batch.loss_mask[0].tolist() == [float(m) for m in a.loss_mask]
+    assert batch.old_logprobs[1, :n].tolist() == b.logprobs
+    inputs = batch.adv_inputs
+    assert inputs.turn_index[1].tolist() == b.turn_index + [-1] * (len(a.token_ids) - n)
+    assert inputs.turn_rewards.tolist() == [[0.0, 1.0], [0.5, 0.0]]
+    assert inputs.turn_mask.tolist() == [[1.0, 1.0], [1.0, 0.0]]
+    assert inputs.group_ids.tolist() == [4, 5]
+    assert inputs.terminated.tolist() == [True, False]
+    assert torch.equal(inputs.token_mask, batch.loss_mask)
+
+
+def test_layout_of_nothing_is_an_error() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        layout([], PAD)
+
+
+def test_select_takes_rows_and_trims_padding() -> None:
+    long, short = traj(10, [3], [1.0]), traj(2, [1], [0.0])
+    batch = layout([long, short, short], PAD)
+    batch.adv = torch.arange(batch.input_ids.numel(), dtype=torch.float).view_as(batch.loss_mask)
+    sub = select(batch, torch.tensor([2, 1]))
+    width = len(short.token_ids)
+    assert sub.input_ids.shape == (2, width)
+    assert torch.equal(sub.adv, batch.adv[[2, 1], :width])
+    assert sub.ret is None and sub.ref_logprobs is None
+
+
+def test_bucketed_batches_partition_the_rows() -> None:
+    trajectories = [traj(i % 7 + 1, [1 + i % 3], [0.0]) for i in range(37)]
+    batch = layout(trajectories, PAD)
+    batches = bucketed_batches(batch, 4, torch.Generator().manual_seed(0))
+    rows = torch.cat(batches).tolist()
+    assert sorted(rows) == list(range(37))
+    assert all(len(b) <= 4 for b in batches)
+    again = bucketed_batches(batch, 4, torch.Generator().manual_seed(0))
+    assert [b.tolist() for b in again] == [b.tolist() for b in batches]
+
+
+# ---------------------------------------------------------------------- rollout stats
+def test_rollout_metrics_by_hand() -> None:
+    trajectories = [
+        traj(2, [1, 2], [0.0, 1.0], group=0, success=True),   # reward 1, 2 turns, 3 tokens
+        traj(2, [2], [0.0], group=0),                           # reward 0, 1 turn, 2 tokens
+        traj(2, [1], [1.0], group=1, success=True),             # reward 1
+        traj(2, [1], [1.0], group=1, success=True, terminated=False),
+    ]
+    m = rollout_metrics(trajectories)
+    assert m["reward/mean"] == 0.75
+    assert m["reward/std"] == pytest.approx(np.std([1, 0, 1, 1]))
+    assert m["reward/group_std"] == pytest.approx((0.5 + 0.0) / 2)  # std of {1,0} and {1,1}
+    assert m["reward/frac_zero_std_groups"] == 0.5
+    assert m["rollout/success"] == 0.75
+    assert m["rollout/turns"] == pytest.approx(5 / 4)
+    assert m["rollout/sampled_tokens"] == pytest.approx((3 + 2 + 1 + 1) / 4)
+    assert m["rollout/truncated"] == 0.25
+    assert m["rollout/invalid_actions"] == 1.0
+    assert m["rollout/episodes"] == 4.0
+    assert all(k.startswith(("rollout/", "reward/")) for k in m)
+
+
+# ---------------------------------------------------------------------- metrics logger
+def test_metrics_logger_writes_json_lines(tmp_path: Path) -> None:
+    logger = MetricsLogger(tmp_path, tensorboard=True)
+    logger.log(0, {"sft/loss": 1.5, "sft/flag": True, "sft/name": "x"}, phase="sft")
+    logger.log(3, {"loss/policy": float("nan"), "reward/mean": 2})
+    logger.close()
+    first, second = [json.loads(line) for line in
+                     (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert first["step"] == 0 and first["phase"] == "sft" and first["sft/loss"] == 1.5
+    assert "sft/flag" not in first and "sft/name" not in first  # only numbers are metrics
+    assert second["phase"] == "train" and second["reward/mean"] == 2.0
+    assert second["loss/policy"] != second["loss/policy"]  # NaN kept in the JSONL
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_metrics_logger_appends_across_sessions(tmp_path: Path) -> None:
+    for step in (1, 2):
+        logger = MetricsLogger(tmp_path, tensorboard=False)
+        logger.log(step, {"reward/mean": float(step)})
+        logger.close()
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    steps = [json.loads(line)["step"] for line in lines]
+    assert steps == [1, 2]
+    assert not (tmp_path / "tensorboard").exists()
+
+
+def test_optional_tracker_without_its_package_says_how_to_install(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_wandb(name, *args, **kwargs):
+        if name == "wandb":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_wandb)
+    with pytest.raises(ImportError, match=r"pip install 'turnrl\[wandb\]'"):
+        MetricsLogger(tmp_path, tensorboard=False, wandb=True)
+
+
+# ---------------------------------------------------------------------- checkpoints
+class _Saveable(nn.Linear):
+    def save_pretrained(self, path: str) -> None:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        torch.save(self.state_dict(), Path(path) / "weights.pt")
+
+
+class _Tokenizer:
+    def save_pretrained(self, path: str) -> None:
+        (Path(path) / "tokenizer.json").write_text("{}")
+
+
+def test_checkpoint_round_trip_restores_optimizer_and_rng(tmp_path: Path) -> None:
+    model = _Saveable(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    random.seed(1), np.random.seed(1), torch.manual_seed(1)
+    path = save_checkpoint(tmp_path, 7, policy=model, tokenizer=_Tokenizer(),
+                           optimizers={"policy": optimizer, "critic": None},
+                           extra_state={"eval_before": {"success": 0.5}})
+    assert path == tmp_path / "checkpoints" / "step_7"
+    assert sorted(p.name for p in path.iterdir()) == [
+        "optimizer.pt", "state.json", "tokenizer.json", "weights.pt"]
+    assert not list((tmp_path / "checkpoints").glob(".tmp*"))
+    expected = (random.random(), np.random.rand(), torch.rand(1))
+
+    fresh = torch.optim.AdamW(_Saveable(3, 2).parameters(), lr=0.1)
+    random.seed(99), np.random.seed(99), torch.manual_seed(99)
+    state = load_training_state(path, {"policy": fresh, "critic": None})
+    assert state["step"] == 7 and state["eval_before"] == {"success": 0.5}
+    assert (random.random(), np.random.rand()) == expected[:2]
+    assert torch.equal(torch.rand(1), expected[2])
+    saved = optimizer.state_dict()["state"][0]["exp_avg"]
+    assert torch.equal(fresh.state_dict()["state"][0]["exp_avg"], saved)
+
+
+def test_latest_checkpoint_ignores_incomplete_ones(tmp_path: Path) -> None:
+    assert latest_checkpoint(tmp_path) is None
+    model, tokenizer = _Saveable(2, 2), _Tokenizer()
+    optimizers = {"policy": torch.optim.SGD(model.parameters(), lr=0.1)}
+    for step in (2, 10):
+        save_checkpoint(tmp_path, step, policy=model, tokenizer=tokenizer, optimizers=optimizers)
+    (tmp_path / "checkpoints" / "step_30").mkdir()  # no state.json: a crashed write
+    (tmp_path / "checkpoints" / ".tmp_step_40").mkdir()
+    assert latest_checkpoint(tmp_path) == tmp_path / "checkpoints" / "step_10"  # 10 > 2
+    save_checkpoint(tmp_path, 10, policy=model, tokenizer=tokenizer, optimizers=optimizers)
+    assert latest_checkpoint(tmp_path) == tmp_path / "checkpoints" / "step_10"

@@ -1,0 +1,182 @@
+"""Learner: micro-batch invariance of the accumulated gradient, the KL term, the critic."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+
+import pytest
+import torch
+
+from turnrl import envs
+from turnrl.algos.presets import PRESETS
+from turnrl.models.policy import ValueModel
+from turnrl.rollout.engine import SamplingParams
+from turnrl.rollout.hf import HFEngine
+from turnrl.rollout.runner import Runner
+from turnrl.train.batch import layout
+from turnrl.train.learner import Learner, OptimConfig
+from turnrl.types import Batch
+
+NO_CLIP = 1e9  # gradient clipping off, so captured gradients are the raw accumulated ones
+
+
+@pytest.fixture(scope="module")
+def trajectories(load_sft, tokenizer):
+    """8 short FrozenLake episodes (3x3 maps, ≤ 4 turns) of uneven lengths."""
+    model = load_sft().eval()
+    engine = HFEngine(model, eos_token_id=tokenizer.eos_token_id,
+                      pad_token_id=tokenizer.pad_token_id, seed=0)
+    runner = Runner(engine, tokenizer, SamplingParams(max_new_tokens=6, temperature=1.0))
+    make_env = functools.partial(envs.make, "frozenlake-v0", min_size=3, max_size=3,
+                                 max_turns=4)
+    trajs = runner.collect(make_env, [0, 1, 2, 3], 2)
+    assert len({t.num_sampled_tokens for t in trajs}) > 2  # uneven: normalisers matter
+    return trajs
+
+
+def make_batch(trajectories, tokenizer, *, seed: int = 0) -> Batch:
+    batch = layout(trajectories, tokenizer.pad_token_id)
+    generator = torch.Generator().manual_seed(seed)
+    mask = batch.loss_mask
+    batch.adv = torch.randn(mask.shape, generator=generator) * mask
+    batch.ret = (torch.rand(batch.size, 1, generator=generator) * 2 - 1).expand_as(mask) * mask
+    # behaviour log-probs a little off the current policy: ratios ≠ 1, some tokens clipped
+    batch.old_logprobs = batch.old_logprobs + 0.3 * torch.randn(mask.shape,
+                                                                generator=generator) * mask
+    return batch
+
+
+def captured_policy_gradient(policy, batch: Batch, algo, *, micro: int,
+                             reference=None) -> tuple[dict[str, torch.Tensor], dict]:
+    """The gradient one ``_policy_step`` over the whole batch hands to the optimizer."""
+    optim = OptimConfig(lr=1e-3, max_grad_norm=NO_CLIP, mini_batch_size=batch.size,
+                        micro_batch_size=micro)
+    learner = Learner(policy, algo, optim, reference=reference)
+    grads: dict[str, torch.Tensor] = {}
+
+    def capture() -> None:
+        grads.update({n: p.grad.clone() for n, p in policy.named_parameters()
+                      if p.grad is not None})
+
+    learner.optimizer.step = capture  # type: ignore[method-assign]
+    metrics = learner._policy_step(batch, torch.arange(batch.size))
+    return grads, metrics
+
+
+@pytest.mark.parametrize("loss_agg", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum"])
+def test_accumulated_gradient_does_not_depend_on_micro_batch_size(load_sft, tokenizer,
+                                                                  trajectories,
+                                                                  loss_agg: str) -> None:
+    batch = make_batch(trajectories, tokenizer)
+    algo = dataclasses.replace(PRESETS["grpo"], loss_agg=loss_agg, entropy_coef=0.01)
+    policy = load_sft()
+    full, full_metrics = captured_policy_gradient(policy, batch, algo, micro=8)
+    split, split_metrics = captured_policy_gradient(policy, batch, algo, micro=2)
+    assert full.keys() == split.keys() and len(full) > 0
+    assert any(g.abs().max() > 0 for g in full.values())
+    for name in full:
+        torch.testing.assert_close(split[name], full[name], rtol=1e-4, atol=1e-7, msg=name)
+    for key in ("loss/policy", "loss/entropy", "loss/total"):
+        assert split_metrics[key] == pytest.approx(full_metrics[key], rel=1e-5, abs=1e-7)
+    assert split_metrics["loss/clipfrac"] > 0  # the clipped branch took part
+
+
+def test_micro_batch_invariance_holds_with_a_kl_penalty(load_sft, tokenizer,
+                                                        trajectories) -> None:
+    batch = make_batch(trajectories, tokenizer, seed=1)
+    algo = dataclasses.replace(PRESETS["grpo"], loss_agg="token_mean", kl_coef=0.5)
+    reference = load_sft().eval().requires_grad_(False)
+    with torch.no_grad():  # a reference that differs from the policy
+        for p in reference.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    policy = load_sft()
+    probe = Learner(policy, algo, OptimConfig(micro_batch_size=3), reference=reference)
+    batch.ref_logprobs = probe.reference_logprobs(batch)
+    full, full_metrics = captured_policy_gradient(policy, batch, algo, micro=8,
+                                                  reference=reference)
+    split, split_metrics = captured_policy_gradient(policy, batch, algo, micro=2,
+                                                    reference=reference)
+    assert full_metrics["loss/kl"] > 1e-4
+    assert split_metrics["loss/kl"] == pytest.approx(full_metrics["loss/kl"], rel=1e-5)
+    for name in full:
+        torch.testing.assert_close(split[name], full[name], rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_reference_logprobs_are_the_same_in_any_chunking(load_sft, tokenizer,
+                                                         trajectories) -> None:
+    batch = make_batch(trajectories, tokenizer)
+    reference = load_sft().eval()
+    algo = dataclasses.replace(PRESETS["grpo"], kl_coef=0.1)
+    a = Learner(load_sft(), algo, OptimConfig(micro_batch_size=3),
+                reference=reference).reference_logprobs(batch)
+    b = Learner(load_sft(), algo, OptimConfig(micro_batch_size=8),
+                reference=reference).reference_logprobs(batch)
+    real = batch.attention_mask.bool()  # padding positions are never read (loss_mask = 0)
+    torch.testing.assert_close(a[real], b[real], rtol=0, atol=1e-5)
+    # and they reproduce the behaviour log-probs of the (same) sampling policy
+    plain = layout(trajectories, tokenizer.pad_token_id)
+    mask = plain.loss_mask.bool()
+    assert (a[mask] - plain.old_logprobs[mask]).abs().max() < 1e-4
+
+
+def test_kl_term_is_zero_when_the_reference_is_the_policy(load_sft, tokenizer,
+                                                          trajectories) -> None:
+    batch = make_batch(trajectories, tokenizer)
+    policy = load_sft()
+    reference = copy.deepcopy(policy).eval().requires_grad_(False)
+    with_kl = dataclasses.replace(PRESETS["grpo"], kl_coef=1.0, kl_estimator="k3")
+    batch.ref_logprobs = Learner(policy, with_kl, OptimConfig(),
+                                 reference=reference).reference_logprobs(batch)
+    grads_kl, metrics = captured_policy_gradient(policy, batch, with_kl, micro=4,
+                                                 reference=reference)
+    assert metrics["loss/kl"] == pytest.approx(0.0, abs=1e-6)
+    assert metrics["loss/total"] == pytest.approx(metrics["loss/policy"], abs=1e-6)
+    # k3's gradient vanishes at π = π_ref: the update is the plain policy-gradient one
+    grads_plain, _ = captured_policy_gradient(policy, batch, PRESETS["grpo"], micro=4)
+    for name in grads_plain:
+        torch.testing.assert_close(grads_kl[name], grads_plain[name], rtol=1e-4, atol=1e-6)
+
+
+def test_update_changes_parameters_and_reports_metrics(load_sft, tokenizer,
+                                                       trajectories) -> None:
+    batch = make_batch(trajectories, tokenizer)
+    policy = load_sft()
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    optim = OptimConfig(lr=1e-3, epochs=2, mini_batch_size=4, micro_batch_size=2)
+    metrics = Learner(policy, PRESETS["grpo"], optim).update(batch)
+    assert metrics["loss/optimizer_steps"] == 4.0  # 2 epochs x (8 / 4) mini-batches
+    assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
+    assert all(k.startswith("loss/") for k in metrics)
+    changed = [k for k, v in policy.state_dict().items() if not torch.equal(v, before[k])]
+    assert changed
+
+
+def test_update_without_advantages_is_an_error(load_tiny, tokenizer, trajectories) -> None:
+    batch = layout(trajectories, tokenizer.pad_token_id)
+    with pytest.raises(ValueError, match="advantages"):
+        Learner(load_tiny(), PRESETS["grpo"], OptimConfig()).update(batch)
+
+
+def test_critic_steps_lower_the_value_loss_and_leave_the_policy_alone(load_sft, tokenizer,
+                                                                      trajectories) -> None:
+    batch = make_batch(trajectories, tokenizer)
+    batch.ret = batch.loss_mask * torch.tensor([1.0, 0.5] * 4)[:, None]  # learnable targets
+    policy = load_sft()
+    policy_before = {k: v.clone() for k, v in policy.state_dict().items()}
+    critic = ValueModel.from_policy(policy)
+    with torch.no_grad():  # a fresh critic predicts 0 everywhere (zero-initialised head)
+        assert torch.all(critic(batch.input_ids, batch.attention_mask) == 0)
+    optim = OptimConfig(critic_lr=1e-2, mini_batch_size=8, micro_batch_size=4)
+    learner = Learner(policy, PRESETS["ppo"], optim, critic=critic)
+    rows = torch.arange(batch.size)
+    losses = [learner._critic_step(batch, rows)["loss/value"] for _ in range(10)]
+    # value loss ½ (V − R)², token mean: with V ≡ 0 it is ½ Σ R² / Σ mask
+    assert losses[0] == pytest.approx(
+        float(0.5 * (batch.ret**2).sum() / batch.loss_mask.sum()), rel=1e-5)
+    assert max(losses[-3:]) < 0.5 * losses[0]
+    # the critic has its own copy of the body: the policy did not move
+    assert all(torch.equal(v, policy_before[k]) for k, v in policy.state_dict().items())
+    values = learner.critic_values(batch)
+    assert values.shape == batch.loss_mask.shape and torch.isfinite(values).all()
