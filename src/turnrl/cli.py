@@ -83,7 +83,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
     trainer.policy.save_pretrained(str(out))
     trainer.tokenizer.save_pretrained(str(out))
     summary = trainer.evaluate(0, "after SFT")
-    print_results(None, summary, run_dir=trainer.run_dir, wall_time_s=None)
+    print_results(None, summary, run_dir=trainer.run_dir, wall_time_s=None,
+                  labels=("", "after SFT"))
     Console().print(f"SFT model saved to [bold]{out}[/]")
     return 0
 
@@ -108,7 +109,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         overrides.append(f"env.eval_seed_start={args.seed_start}")
     trainer = Trainer(load_config(None, overrides))
     summary = trainer.evaluate(0, "eval")
-    print_results(None, summary, run_dir=trainer.run_dir, wall_time_s=None)
+    print_results(None, summary, run_dir=trainer.run_dir, wall_time_s=None,
+                  labels=("", str(args.model)))
     return 0
 
 
@@ -141,11 +143,12 @@ def _yes(flag: bool) -> str:
 
 
 def print_results(before: dict[str, float] | None, after: dict[str, float] | None, *,
-                  run_dir: Path, wall_time_s: float | None) -> None:
+                  run_dir: Path, wall_time_s: float | None,
+                  labels: tuple[str, str] = ("after SFT (before RL)", "after RL")) -> None:
     """The before/after table: success, pass@k and reward with 95% intervals."""
     table = Table(title=f"evaluation on held-out seeds ({run_dir})")
     table.add_column("metric")
-    columns = [(name, s) for name, s in (("after SFT (before RL)", before), ("after RL", after))
+    columns = [(name, s) for name, s in zip(labels, (before, after), strict=True)
                if s is not None]
     for name, _ in columns:
         table.add_column(name, justify="right")

@@ -6,8 +6,6 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-import pytest
-
 from turnrl import envs
 from turnrl.envs.protocol import EnvSpec
 from turnrl.models.chat import encode
