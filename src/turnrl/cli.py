@@ -155,10 +155,10 @@ def print_results(before: dict[str, float] | None, after: dict[str, float] | Non
     if not columns:
         return
     keys = ["success", *sorted(k for k in columns[0][1] if k.startswith("pass@")
-                               and not k.endswith(("_lo", "_hi"))), "reward"]
+                               and not k.endswith(("_lo", "_hi"))), "reward", "turns"]
     for key in keys:
         table.add_row(key, *(_with_interval(s, key) for _, s in columns))
-    for key in ("turns", "tokens", "episodes"):
+    for key in ("tokens", "episodes"):
         table.add_row(key, *(f"{s.get(key, float('nan')):.2f}".rstrip("0").rstrip(".")
                              for _, s in columns))
     console = Console()

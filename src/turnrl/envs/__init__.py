@@ -13,6 +13,7 @@ from turnrl.envs.checker import EnvCheckError, check_env
 from turnrl.envs.protocol import (
     Env,
     EnvSpec,
+    HasActionSampler,
     HasOracle,
     HasPrivilegedInfo,
     HasStateKey,
@@ -39,6 +40,7 @@ __all__ = [
     "EnvCheckError",
     "EnvPluginError",
     "EnvSpec",
+    "HasActionSampler",
     "HasOracle",
     "HasPrivilegedInfo",
     "HasStateKey",

@@ -8,6 +8,7 @@ Optional capabilities are declared on the spec (``has_oracle``, ``has_state_key`
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -126,6 +127,16 @@ class HasOracle(Protocol):
     """Declared by ``spec.has_oracle``: an expert's next action (``None`` once it is over)."""
 
     def oracle_action(self) -> str | None: ...
+
+
+@runtime_checkable
+class HasActionSampler(Protocol):
+    """A random valid action from the caller's RNG: imperfect demonstrations, random baselines.
+
+    Detected by ``isinstance(env, HasActionSampler)`` rather than declared on the spec.
+    """
+
+    def sample_action(self, rng: random.Random) -> str: ...
 
 
 @runtime_checkable

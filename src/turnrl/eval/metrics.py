@@ -130,7 +130,8 @@ def summarize_episodes(
                         Wilson interval when every task has one sample, else a bootstrap
                         interval over per-task success rates
       ``reward``        mean over tasks of the task's mean reward, ``reward_lo/hi`` bootstrap
-      ``turns``, ``tokens``  mean per episode
+      ``turns``         mean over tasks of the task's mean turns, ``turns_lo/hi`` bootstrap
+      ``tokens``        mean sampled tokens per episode
       ``episodes``, ``tasks``  counts
       ``pass@k``        for each k in ``pass_k``: mean over tasks of the unbiased per-task
                         pass@k (:func:`pass_at_k`), with ``pass@k_lo/hi`` bootstrap; a k larger
@@ -154,7 +155,11 @@ def summarize_episodes(
     summary["reward_lo"], summary["reward_hi"] = bootstrap_ci(
         task_reward, n_resamples=n_resamples, seed=seed
     )
-    summary["turns"] = float(np.mean([float(r["turns"]) for r in records]))
+    task_turns = np.array([np.mean([float(r["turns"]) for r in g]) for g in groups.values()])
+    summary["turns"] = float(task_turns.mean())
+    summary["turns_lo"], summary["turns_hi"] = bootstrap_ci(
+        task_turns, n_resamples=n_resamples, seed=seed
+    )
     summary["tokens"] = float(np.mean([float(r["tokens"]) for r in records]))
     summary["episodes"] = len(records)
     summary["tasks"] = len(groups)

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from turnrl.envs.protocol import Env
+from turnrl.envs.protocol import Env, HasActionSampler
 from turnrl.models.chat import ledger_from_messages
 from turnrl.models.policy import token_logprobs
 from turnrl.train.batch import bucketed_batches, layout, select
@@ -40,7 +40,7 @@ def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
         env = make_env()
         if not env.spec.has_oracle:
             raise DatasetError(f"env {env.spec.id!r} has no oracle; use sft.source=jsonl")
-        if random_action_prob > 0 and not hasattr(env, "sample_action"):
+        if random_action_prob > 0 and not isinstance(env, HasActionSampler):
             raise DatasetError(f"env {env.spec.id!r} cannot sample random actions; "
                                "set sft.random_action_prob=0")
         messages, _ = env.reset(seed=task_seed)
@@ -49,7 +49,8 @@ def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
             if action is None:
                 break
             if rng.random() < random_action_prob:
-                action = env.sample_action(rng)  # type: ignore[attr-defined]
+                assert isinstance(env, HasActionSampler)
+                action = env.sample_action(rng)
             messages.append({"role": "assistant", "content": action})
             result = env.step(action)
             messages.extend(result.observation)
