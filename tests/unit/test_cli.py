@@ -131,3 +131,26 @@ def test_eval_of_a_model_dir_prints_a_table_with_success(tiny_model_dir: Path, t
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["phase"] == "eval" and records[-1]["eval/episodes"] == 4.0
     assert 0.0 <= records[-1]["eval/success"] <= 1.0
+
+
+def test_unknown_env_kwarg_is_one_error_line_before_any_work(capsys) -> None:
+    assert main(["train", "env.kwargs.hole_probb=0.3"]) == 2
+    line = one_error_line(capsys)
+    assert "env.kwargs" in line and "hole_probb" in line and "hole_prob" in line
+    assert "override 'env.kwargs.hole_probb=0.3'" in line  # points at where it was set
+    assert not Path("runs").exists()
+
+
+def test_group_estimator_with_group_size_one_is_rejected(capsys) -> None:
+    assert main(["train", "train.group_size=1", "train.mini_batch_size=16",
+                 "train.micro_batch_size=16"]) == 2
+    line = one_error_line(capsys)
+    assert "train.group_size" in line and "'grpo'" in line and ">= 2" in line
+    assert not Path("runs").exists()
+
+
+def test_missing_model_dir_fails_before_a_run_dir_is_made(capsys) -> None:
+    assert main(["train", "model.path=./no-such-model"]) == 2
+    line = one_error_line(capsys)
+    assert "model.path" in line and "no-such-model" in line and "init-model" in line
+    assert not Path("runs").exists()

@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,7 +88,10 @@ def check_env_kwargs(cfg: Config) -> None:
     try:
         envs.make(cfg.env.id, **cfg.env.kwargs).close()
     except (TypeError, ValueError) as error:
-        where = cfg.origin_of("env.kwargs")
+        # point at the kwarg the error names (an override or its YAML line), else the section
+        found = [(m.start(), key) for key in cfg.env.kwargs
+                 if (m := re.search(rf"\b{re.escape(key)}\b", str(error)))]
+        where = cfg.origin_of(f"env.kwargs.{min(found)[1]}" if found else "env.kwargs")
         prefix = f"{where}: " if where else ""
         raise ConfigError(f"{prefix}env.kwargs for {cfg.env.id!r}: {error}") from None
 
@@ -131,7 +135,6 @@ def new_run_dir(cfg: Config) -> Path:
 def model_source(cfg: Config, run_dir: Path) -> str:
     """The model dir to load: the built-in tiny model is written into the run dir first."""
     if cfg.model.path != "tiny":
-        check_model_path(cfg.model.path)
         return cfg.model.path
     return str(init_tiny_model(run_dir.resolve() / "base_model", cfg.model.tiny))
 
@@ -178,6 +181,8 @@ class Trainer:
         self.device = setup_torch(cfg)
         self.make_env = env_factory(cfg)
         self.env_spec = envs.spec(cfg.env.id)
+        if resume is None and cfg.model.path != "tiny":
+            check_model_path(cfg.model.path)  # before the run dir exists
         self.run_dir = resume if resume is not None else new_run_dir(cfg)
         save_config(cfg, self.run_dir / "config.yaml")
         self.resume_from = latest_checkpoint(self.run_dir) if resume is not None else None
