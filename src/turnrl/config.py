@@ -15,8 +15,6 @@ A user's mistake raises :class:`ConfigError`, whose message says what is wrong, 
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from turnrl.io import atomic_write_text
 from turnrl.registry import unknown_name_message
 
 __all__ = [
@@ -760,18 +759,7 @@ def dump_config(cfg: Config) -> str:
 
 def save_config(cfg: Config, path: str | Path) -> None:
     """Write :func:`dump_config` to ``path`` atomically (temp file in the same folder + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(dump_config(cfg))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, dump_config(cfg))
 
 
 def _type_name(annotation: Any) -> str:

@@ -9,12 +9,15 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers import PreTrainedTokenizerBase as Tokenizer
+
+from turnrl.config import LoraConfig
 
 
 class ModelLoadError(ValueError):
@@ -65,6 +68,12 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def peft_lora_kwargs(lora: LoraConfig) -> dict[str, Any]:
+    """``model.lora.*`` as keyword arguments of ``peft.LoraConfig``."""
+    return {"r": lora.r, "lora_alpha": lora.alpha, "lora_dropout": lora.dropout,
+            "target_modules": list(lora.target_modules)}
 
 
 def load_policy(path: str | Path, *, dtype: torch.dtype, device: torch.device,

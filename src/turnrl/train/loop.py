@@ -10,14 +10,12 @@ import copy
 import dataclasses
 import functools
 import json
-import os
 import random
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -36,11 +34,13 @@ from turnrl.config import (
 )
 from turnrl.envs.protocol import Env
 from turnrl.eval.evaluate import evaluate
+from turnrl.io import atomic_write_text
 from turnrl.models.policy import (
     ValueModel,
     check_model_path,
     load_policy,
     load_tokenizer,
+    peft_lora_kwargs,
     resolve_device,
     resolve_dtype,
 )
@@ -143,13 +143,6 @@ def env_factory(cfg: Config) -> Callable[[], Env]:
     return functools.partial(envs.make, cfg.env.id, **cfg.env.kwargs)
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically (temp file + rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
 def save_samples(run_dir: Path, step: int, trajectories: list[Trajectory], batch: Batch,
                  n: int) -> None:
     """``samples/step_<step>.jsonl``: the first ``n`` trajectories with their advantages."""
@@ -163,10 +156,7 @@ def save_samples(run_dir: Path, step: int, trajectories: list[Trajectory], batch
             record["advantages"] = [round(a, 6) for a in batch.adv[row, : len(traj.token_ids)]
                                     .tolist()]
         lines.append(json.dumps(record))
-    path = run_dir / "samples" / f"step_{step}.jsonl"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(run_dir / "samples" / f"step_{step}.jsonl", "\n".join(lines) + "\n")
 
 
 class Trainer:
@@ -188,10 +178,7 @@ class Trainer:
         self.resume_from = latest_checkpoint(self.run_dir) if resume is not None else None
         source = str(self.resume_from) if self.resume_from else model_source(cfg, self.run_dir)
         dtype = resolve_dtype(cfg.model.dtype, self.device)
-        lora = cfg.model.lora.model_dump(exclude={"enabled"}) if cfg.model.lora.enabled else None
-        if lora:
-            lora["lora_alpha"] = lora.pop("alpha")
-            lora["lora_dropout"] = lora.pop("dropout")
+        lora = peft_lora_kwargs(cfg.model.lora) if cfg.model.lora.enabled else None
         self.tokenizer = load_tokenizer(source)
         self.policy = load_policy(source, dtype=dtype, device=self.device,
                                   lora=None if self.resume_from else lora)
@@ -336,9 +323,9 @@ class Trainer:
             self.checkpoint(cfg.train.steps, before)  # the final state, unless just saved
         after = self.evaluate(cfg.train.steps, "after RL")
         result = RunResult(self.run_dir, before, after, history, time.perf_counter() - start)
-        write_json(self.run_dir / "eval.json", {"before": before, "after": after,
-                                                 "wall_time_s": result.wall_time_s,
-                                                 "config": dump_config(cfg)})
+        atomic_write_text(self.run_dir / "eval.json", json.dumps(
+            {"before": before, "after": after, "wall_time_s": result.wall_time_s,
+             "config": dump_config(cfg)}, indent=2) + "\n")
         self.logger.close()
         return result
 
