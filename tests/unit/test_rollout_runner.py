@@ -107,3 +107,34 @@ def test_env_steps_of_concurrent_episodes_can_overlap(tokenizer) -> None:
                     offload_env_steps=True)
     trajectories = runner.collect(_RendezvousEnv, [0], 2)
     assert all(t.info["success"] for t in trajectories)
+
+
+def test_state_keys_are_recorded_per_turn_and_laid_out(tokenizer) -> None:
+    from turnrl.train.batch import layout
+
+    # "up" from the start cell bumps the wall: the state (and its key) does not change
+    replies = iter(["up", "down", "up", "down"] * 4)
+    runner = Runner(ScriptedEngine(tokenizer, lambda text: next(replies)), tokenizer, PARAMS)
+    first, second = runner.collect(lambda: envs.make("frozenlake-v0", max_size=4, max_turns=6), [3], 2)
+    for traj in (first, second):
+        keys = traj.info["state_keys"]
+        assert len(keys) == traj.num_turns
+        assert all(isinstance(k, int) and k >= 0 for k in keys)
+    # key i is the state before action i: "up" bumped (same state), then "down" moved
+    assert first.num_turns >= 3
+    assert first.info["state_keys"][0] == first.info["state_keys"][1]
+    assert first.info["state_keys"][1] != first.info["state_keys"][2]
+    batch = layout([first, second], tokenizer.pad_token_id)
+    keys = batch.adv_inputs.state_keys
+    assert keys is not None and keys.shape == batch.adv_inputs.turn_mask.shape
+    assert keys[0, : first.num_turns].tolist() == first.info["state_keys"]
+    assert bool((keys[batch.adv_inputs.turn_mask == 0] == -1).all())
+
+
+def test_envs_without_state_keys_leave_them_out(tokenizer) -> None:
+    from turnrl.train.batch import layout
+
+    runner = Runner(ScriptedEngine(tokenizer, solve_last_question), tokenizer, PARAMS)
+    trajectories = runner.collect(lambda: envs.make("arithmetic-v0"), [1], 2)
+    assert "state_keys" not in trajectories[0].info
+    assert layout(trajectories, tokenizer.pad_token_id).adv_inputs.state_keys is None

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -13,6 +14,12 @@ from turnrl.envs.protocol import Env
 from turnrl.models.chat import TemplateLedger
 from turnrl.rollout.engine import Engine, SamplingParams
 from turnrl.types import Trajectory
+
+
+def stable_hash(key: Hashable) -> int:
+    """A process-independent 63-bit id of an env state key (``hash`` is salted per process)."""
+    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
 
 
 class Runner:
@@ -97,10 +104,13 @@ class Runner:
         step_info: dict[str, Any] = {}
         terminated = truncated = False
         counts = {"invalid_actions": 0, "length_finishes": 0, "context_overflow": 0}
+        state_keys: list[int] = []
         for turn in range(env.spec.max_turns):
             if not self._open_turn(ledger, turn):
                 truncated, counts["context_overflow"] = True, 1
                 break
+            if env.spec.has_state_key:
+                state_keys.append(stable_hash(env.state_key()))  # type: ignore[attr-defined]
             completion = await self.engine.generate(ledger.token_ids, self.params,
                                                     session=session)
             action = ledger.add_sampled(completion.token_ids, completion.logprobs, turn=turn,
@@ -117,7 +127,9 @@ class Runner:
             ledger.add_messages(result.observation, turn=turn, add_generation_prompt=False)
             if terminated or truncated:
                 break
-        info = {"success": bool(step_info.get("success", False)), **counts}
+        info: dict[str, Any] = {"success": bool(step_info.get("success", False)), **counts}
+        if env.spec.has_state_key:
+            info["state_keys"] = state_keys
         return Trajectory(
             env_id=env.spec.id, seed=seed, group_id=group_id, messages=ledger.messages,
             token_ids=ledger.token_ids, loss_mask=ledger.loss_mask, logprobs=ledger.logprobs,

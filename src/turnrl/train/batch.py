@@ -13,7 +13,9 @@ def layout(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:
     """Build a :class:`Batch` of B trajectories, T = longest ledger, K = most turns.
 
     Every per-token list of the ledger keeps its position; padding is appended on the
-    right with ``attention_mask = loss_mask = 0`` and ``turn_index = -1``.
+    right with ``attention_mask = loss_mask = 0`` and ``turn_index = -1``. When every
+    trajectory recorded ``info["state_keys"]`` (one id per turn, from envs that declare
+    ``has_state_key``), they become ``adv_inputs.state_keys`` (B, K), -1 on missing turns.
     """
     if not trajectories:
         raise ValueError("layout needs at least one trajectory")
@@ -36,6 +38,12 @@ def layout(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:
         turn_index[row, :n] = torch.tensor(traj.turn_index, dtype=torch.long)
         turn_rewards[row, :k] = torch.tensor(traj.turn_rewards, dtype=torch.float)
         turn_mask[row, :k] = 1.0
+    state_keys = None
+    if all("state_keys" in t.info for t in trajectories):
+        state_keys = torch.full((size, turns), -1, dtype=torch.long)
+        for row, traj in enumerate(trajectories):
+            keys = traj.info["state_keys"][: traj.num_turns]
+            state_keys[row, : len(keys)] = torch.tensor(keys, dtype=torch.long)
     adv_inputs = AdvantageInputs(
         token_mask=loss_mask,
         turn_index=turn_index,
@@ -44,6 +52,7 @@ def layout(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:
         group_ids=torch.tensor([t.group_id for t in trajectories], dtype=torch.long),
         terminated=torch.tensor([t.terminated for t in trajectories], dtype=torch.bool),
         attention_mask=attention_mask,
+        state_keys=state_keys,
     )
     return Batch(input_ids=input_ids, attention_mask=attention_mask, loss_mask=loss_mask,
                  old_logprobs=old_logprobs, adv_inputs=adv_inputs)
