@@ -1,4 +1,4 @@
-"""The ``turnrl`` command line: train, sft, eval, envs, init-model.
+"""The ``turnrl`` command line: train, sft, eval, envs, algos, init-model.
 
 A user's mistake (bad config, unknown env, missing model dir, unreadable dataset) prints one
 clear ``error:`` line and exits with status 2, without a traceback.
@@ -128,6 +128,29 @@ def cmd_envs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_algos(args: argparse.Namespace) -> int:
+    from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
+
+    table = Table(title="algorithm presets (override any key: algo.<key>=...)")
+    for column in ("preset", "advantage", "policy loss", "aggregation", "kl / entropy", "paper"):
+        table.add_column(column, overflow="fold")
+    for name, preset in sorted(PRESETS.items()):
+        table.add_row(
+            name, _with_kwargs(preset.advantage, preset.adv_kwargs),
+            _with_kwargs(preset.policy_loss, preset.loss_kwargs), preset.loss_agg,
+            f"{preset.kl_estimator} x {preset.kl_coef:g} / {preset.entropy_coef:g}", preset.paper)
+    console = Console()
+    console.print(table)
+    for kind, registry in (("advantages", ADVANTAGES), ("policy losses", POLICY_LOSSES),
+                           ("aggregations", AGGREGATIONS), ("KL estimators", KL_ESTIMATORS)):
+        console.print(f"[bold]{kind}[/]: {', '.join(registry.names())}")
+    return 0
+
+
+def _with_kwargs(name: str, kwargs: dict) -> str:
+    return f"{name}({', '.join(f'{k}={v}' for k, v in kwargs.items())})" if kwargs else name
+
+
 def cmd_init_model(args: argparse.Namespace) -> int:
     from turnrl.config import TinyConfig
     from turnrl.models.tiny import init_tiny_model
@@ -217,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("envs", help="list registered environments")
     p.set_defaults(fn=cmd_envs)
+
+    p = sub.add_parser("algos", help="list algorithm presets and registered functions",
+                       description="Each preset is a bundle of registry keys (docs/algorithms.md)."
+                       " Use one with algo.preset=NAME and override any key, e.g. "
+                       "algo.loss_agg=token_mean.")
+    p.set_defaults(fn=cmd_algos)
 
     p = sub.add_parser("init-model", help="write the built-in tiny model to a directory",
                        description="Build the character-level tokenizer and a small Llama-"

@@ -154,3 +154,12 @@ def test_missing_model_dir_fails_before_a_run_dir_is_made(capsys) -> None:
     line = one_error_line(capsys)
     assert "model.path" in line and "no-such-model" in line and "init-model" in line
     assert not Path("runs").exists()
+
+
+def test_algos_lists_presets_with_their_bundles(capsys) -> None:
+    assert main(["algos"]) == 0
+    out = capsys.readouterr().out
+    for name in ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo", "ppo_clip", "gae",
+                 "seq_mean_token_sum_norm", "k3"):
+        assert name in out, name
+    assert "norm_std=False" in out  # dr_grpo's bundle is shown
