@@ -157,7 +157,7 @@ def assert_zero_outside_mask(x: torch.Tensor, inputs: AdvantageInputs) -> None:
 
 
 def test_registered_estimators_and_critic_flags() -> None:
-    assert ADVANTAGES.names() == ["gae", "grpo", "reinforce_pp", "rloo"]
+    assert {"gae", "grpo", "reinforce_pp", "rloo"} <= set(ADVANTAGES.names())
     assert ADVANTAGES["grpo"] is grpo
     assert needs_critic("gae")
     assert not any(needs_critic(n) for n in ("grpo", "rloo", "reinforce_pp"))

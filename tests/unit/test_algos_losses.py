@@ -31,7 +31,7 @@ MASK = t([[1, 1, 1, 1, 0]])
 
 
 def test_registered() -> None:
-    assert POLICY_LOSSES.names() == ["ppo_clip"]
+    assert POLICY_LOSSES.names() == ["cispo", "gspo", "pg", "ppo_clip"]
     assert POLICY_LOSSES["ppo_clip"] is ppo_clip
 
 

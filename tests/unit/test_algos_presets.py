@@ -87,4 +87,6 @@ def test_duplicate_registration_is_an_error() -> None:
 def test_package_exports() -> None:
     for name in algos.__all__:
         assert hasattr(algos, name)
-    assert len(ADVANTAGES) == 4 and len(POLICY_LOSSES) == 1
+    assert len(ADVANTAGES) >= 4 and len(POLICY_LOSSES) == 4
+    for name, preset in PRESETS.items():  # every preset names registered functions
+        assert preset.advantage in ADVANTAGES and preset.policy_loss in POLICY_LOSSES, name

@@ -115,7 +115,8 @@ def test_state_keys_are_recorded_per_turn_and_laid_out(tokenizer) -> None:
     # "up" from the start cell bumps the wall: the state (and its key) does not change
     replies = iter(["up", "down", "up", "down"] * 4)
     runner = Runner(ScriptedEngine(tokenizer, lambda text: next(replies)), tokenizer, PARAMS)
-    first, second = runner.collect(lambda: envs.make("frozenlake-v0", max_size=4, max_turns=6), [3], 2)
+    small_lake = lambda: envs.make("frozenlake-v0", max_size=4, max_turns=6)  # noqa: E731
+    first, second = runner.collect(small_lake, [3], 2)
     for traj in (first, second):
         keys = traj.info["state_keys"]
         assert len(keys) == traj.num_turns

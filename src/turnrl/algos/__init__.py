@@ -6,6 +6,7 @@ reinforce_pp, ppo). Formulas and papers: ``docs/algorithms.md``.
 """
 
 from turnrl.algos import advantages, aggregation, kl, losses  # noqa: F401  (fill the registries)
+from turnrl.algos.correction import AdaptiveKLController, behaviour_correction, kl_token_penalty
 from turnrl.algos.functional import entropy_from_logits, masked_mean, masked_whiten
 from turnrl.algos.losses import value_loss
 from turnrl.algos.presets import PRESETS, AlgoPreset, get_preset
@@ -31,13 +32,16 @@ __all__ = [
     "KL_ESTIMATORS",
     "POLICY_LOSSES",
     "PRESETS",
+    "AdaptiveKLController",
     "AdvantageFn",
     "AggregationFn",
     "AlgoPreset",
     "KLFn",
     "PolicyLossFn",
+    "behaviour_correction",
     "entropy_from_logits",
     "get_preset",
+    "kl_token_penalty",
     "masked_mean",
     "masked_whiten",
     "needs_critic",

@@ -109,6 +109,24 @@ def last_index(mask: Tensor) -> Tensor:
     return torch.where(m, pos, -1).amax(dim=1)
 
 
+def sampled_turn_index(token_mask: Tensor, turn_index: Tensor, num_turns: int) -> Tensor:
+    """``(B, T) -> (B, T)`` long: ``turn_index`` on sampled tokens, 0 elsewhere.
+
+    Raises a ValueError when a sampled token's turn lies outside ``[0, num_turns)``
+    (``num_turns`` is K, ``turn_rewards.shape[1]``); tokens outside ``token_mask`` are never
+    read, so they may hold any turn index.
+    """
+    m = token_mask.bool()
+    K = num_turns
+    idx = torch.where(m, turn_index.long(), 0)
+    if bool(m.any()) and (int(idx[m].min()) < 0 or int(idx[m].max()) >= K):
+        raise ValueError(
+            f"turn_index on sampled tokens must lie in [0, {K}) (K = turn_rewards.shape[1]), "
+            f"got values in [{int(idx[m].min())}, {int(idx[m].max())}]"
+        )
+    return idx
+
+
 def place_turn_rewards(
     token_mask: Tensor, turn_index: Tensor, turn_rewards: Tensor, turn_mask: Tensor
 ) -> Tensor:
@@ -123,12 +141,7 @@ def place_turn_rewards(
     m = token_mask.bool()
     B, T = m.shape
     K = turn_rewards.shape[1]
-    idx = torch.where(m, turn_index.long(), 0)
-    if bool(m.any()) and (int(idx[m].min()) < 0 or int(idx[m].max()) >= K):
-        raise ValueError(
-            f"turn_index on sampled tokens must lie in [0, {K}) (K = turn_rewards.shape[1]), "
-            f"got values in [{int(idx[m].min())}, {int(idx[m].max())}]"
-        )
+    idx = sampled_turn_index(m, turn_index, K)
     pos = torch.arange(T, device=m.device).expand(B, T)
     src = torch.where(m, pos, -1)
     last = torch.full((B, K), -1, dtype=torch.long, device=m.device)

@@ -13,7 +13,7 @@ from torch import Tensor
 from turnrl.algos.functional import masked_mean
 from turnrl.algos.registry import register_policy_loss
 
-__all__ = ["ppo_clip", "value_loss"]
+__all__ = ["cispo", "gspo", "pg", "ppo_clip", "value_loss"]
 
 
 @register_policy_loss("ppo_clip")
@@ -114,3 +114,129 @@ def value_loss(
             metrics["loss/vf_clipfrac"] = float(masked_mean((clipped_loss > loss).float(), mask))
         loss = torch.maximum(loss, clipped_loss)
     return 0.5 * loss, metrics
+
+
+@register_policy_loss("pg")
+def pg(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    token_mask: Tensor,
+) -> tuple[Tensor, dict[str, float]]:
+    """Plain REINFORCE, ratio-free: ``loss = −A · logp`` per token, 0 where ``token_mask`` is 0.
+
+    The gradient w.r.t. ``logp`` is ``−A``: ``ppo_clip``'s gradient at ``r ≡ 1``.
+    ``old_logprobs`` is not read (every update is taken as on-policy). The value
+    ``−A·logp`` is the surrogate, not a quantity to monitor.
+
+    Shapes: all inputs ``(B, T)``; returns the per-token loss ``(B, T)`` and no metrics.
+
+    Paper: Williams 1992, "Simple Statistical Gradient-Following Algorithms for
+    Connectionist Reinforcement Learning" (Machine Learning 8).
+    """
+    mask = token_mask.bool()
+    loss = -torch.where(mask, advantages, 0.0) * torch.where(mask, logprobs, 0.0)
+    return loss, {}
+
+
+@register_policy_loss("gspo")
+def gspo(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    token_mask: Tensor,
+    *,
+    clip_low: float = 3e-4,
+    clip_high: float = 4e-4,
+    max_log_ratio: float = 20.0,
+) -> tuple[Tensor, dict[str, float]]:
+    """GSPO: PPO's clipped surrogate on a sequence-level, length-normalised ratio.
+
+    ``s_b = exp(clamp(mean_{t: m[b,t]=1}(logp − logp_old), ±max_log_ratio))`` over ALL sampled
+    tokens of trajectory ``b`` (every turn; observation tokens excluded). Token form
+    ("GSPO-token"): ``s_{b,t} = sg[s_b] · π_t / sg[π_t]``, whose value is ``s_b`` and whose
+    gradient is ``s_b · ∇logp_t``. Per token:
+    ``loss = −min(s_{b,t}·A, clip(s_{b,t}, 1 − clip_low, 1 + clip_high)·A)``; 0 where
+    ``token_mask`` is 0. The clip tests the sequence ratio ``s_b``, so all tokens of a
+    sequence with a sequence-constant ``A`` are clipped together; with a per-token ``A`` the
+    min is still taken per token (by the sign of ``A_t``). With ``seq_mean_token_mean`` and a
+    sequence-constant ``A`` this is exactly the paper's sequence objective
+    ``−(1/G) Σ_b min(s_b A_b, clip(s_b) A_b)`` in value and gradient. With one sampled token
+    per row it equals ``ppo_clip`` with the same bounds. Defaults are the paper's
+    (``3e-4``, ``4e-4``: the sequence ratio is a geometric mean, so it moves far less than
+    token ratios). The gradient is not cut where the clamp at ``max_log_ratio`` is active.
+
+    Shapes: all inputs ``(B, T)``; returns the per-token loss ``(B, T)`` and metrics (over
+    rows with at least one sampled token): ``loss/clipfrac`` (fraction of sequences where
+    the clipped term is active on some token), ``loss/ratio_mean`` (mean of ``s_b``).
+
+    Paper: Zheng et al. 2025, "Group Sequence Policy Optimization" (arXiv:2507.18071).
+    """
+    if clip_low < 0 or clip_high < 0:
+        raise ValueError(f"gspo: clip_low and clip_high must be >= 0, got {clip_low}, {clip_high}")
+    mask = token_mask.bool()
+    logp = torch.where(mask, logprobs, 0.0)
+    log_ratio = logp - torch.where(mask, old_logprobs, 0.0)
+    seq_log_ratio = masked_mean(log_ratio, mask, dim=1).clamp(-max_log_ratio, max_log_ratio)
+    seq_ratio = seq_log_ratio.detach().exp()  # (B,)
+    ratio = seq_ratio[:, None] * (logp - logp.detach()).exp()  # value s_b, gradient s_b ∇logp
+    adv = torch.where(mask, advantages, 0.0)
+    unclipped = -adv * ratio
+    clipped = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    loss = torch.where(mask, torch.maximum(unclipped, clipped), 0.0)
+    with torch.no_grad():
+        has_tokens = mask.any(dim=1)
+        seq_clipped = (mask & (clipped > unclipped)).any(dim=1)
+        metrics = {
+            "loss/clipfrac": float(masked_mean(seq_clipped.to(loss.dtype), has_tokens)),
+            "loss/ratio_mean": float(masked_mean(seq_ratio, has_tokens)),
+        }
+    return loss, metrics
+
+
+@register_policy_loss("cispo")
+def cispo(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    token_mask: Tensor,
+    *,
+    clip_high: float = 5.0,
+    clip_low: float | None = None,
+    max_log_ratio: float = 20.0,
+) -> tuple[Tensor, dict[str, float]]:
+    """CISPO: REINFORCE weighted by a clipped, stop-gradient importance ratio.
+
+    ``r = exp(clamp(logp − logp_old, ±max_log_ratio))``,
+    ``w = sg[clip(r, 1 − clip_low, 1 + clip_high)]`` (no lower bound when ``clip_low`` is
+    None), ``loss = −w · A · logp`` per token, 0 where ``token_mask`` is 0. The weight is
+    clipped, not the token: every sampled token keeps the gradient ``−w·A`` (PPO's clip
+    zeroes the gradient of clipped tokens). With ``r ≡ 1``: ``w = 1`` and the gradient is
+    ``pg``'s ``−A``.
+
+    Shapes: all inputs ``(B, T)``; returns the per-token loss ``(B, T)`` and metrics:
+    ``loss/clipfrac`` (fraction of sampled tokens whose weight was clipped),
+    ``loss/weight_mean`` (mean of ``w``), ``loss/ratio_mean`` (mean of ``r``).
+
+    Paper: MiniMax 2025, "MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning
+    Attention" (arXiv:2506.13585), section 3.1.
+    """
+    if clip_high < 0 or (clip_low is not None and clip_low < 0):
+        raise ValueError(f"cispo: clip_low and clip_high must be >= 0, got {clip_low}, {clip_high}")
+    mask = token_mask.bool()
+    logp = torch.where(mask, logprobs, 0.0)
+    with torch.no_grad():
+        log_ratio = (logp - torch.where(mask, old_logprobs, 0.0)).clamp(
+            -max_log_ratio, max_log_ratio
+        )
+        ratio = log_ratio.exp()
+        lower = None if clip_low is None else 1.0 - clip_low
+        weight = ratio.clamp(lower, 1.0 + clip_high)
+    loss = -weight * torch.where(mask, advantages, 0.0) * logp
+    with torch.no_grad():
+        metrics = {
+            "loss/clipfrac": float(masked_mean((weight != ratio).to(loss.dtype), mask)),
+            "loss/weight_mean": float(masked_mean(weight, mask)),
+            "loss/ratio_mean": float(masked_mean(ratio, mask)),
+        }
+    return loss, metrics
