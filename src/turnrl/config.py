@@ -143,7 +143,7 @@ class TinyConfig(_Section):
     num_layers: int = Field(4, gt=0, description="Number of transformer blocks.")
     num_heads: int = Field(4, gt=0, description="Attention (query) heads; divides hidden_size.")
     num_kv_heads: int = Field(2, gt=0, description="Key/value heads (GQA); divides num_heads.")
-    intermediate_size: int = Field(512, gt=0, description="Width of the MLP hidden layer.")
+    intermediate_size: int = Field(384, gt=0, description="Width of the MLP hidden layer.")
     max_position_embeddings: int = Field(2048, gt=0, description="Longest sequence in tokens.")
     seed: int = Field(0, ge=0, description="Seed of the random weight initialisation.")
 

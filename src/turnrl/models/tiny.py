@@ -2,7 +2,7 @@
 
 The tokenizer is character level (every printable ASCII character is a token) plus the
 ChatML markers and role names as single tokens, with a ChatML chat template. The model is a
-small Llama-architecture ``LlamaForCausalLM`` (about 1.0 M parameters by default). Both are
+small Llama-architecture ``LlamaForCausalLM`` (0.8 M parameters by default). Both are
 written with ``save_pretrained`` so the rest of turnrl loads them exactly like a downloaded model.
 """
 
