@@ -14,7 +14,6 @@ A user's mistake raises :class:`ConfigError`, whose message says what is wrong, 
 
 from __future__ import annotations
 
-import difflib
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from pydantic import (
 )
 
 from turnrl.io import atomic_write_text
-from turnrl.registry import unknown_name_message
+from turnrl.registry import closest_name, unknown_name_message
 
 __all__ = [
     "AlgoConfig",
@@ -511,7 +510,7 @@ def _is_mapping_type(annotation: Any) -> bool:
 
 
 def _unknown_key_message(name: str, parent: str, valid: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(valid), n=1)
+    close = [c] if (c := closest_name(name, list(valid))) else []
     hint = f"; did you mean {close[0]!r}?" if close else "."
     where = f"in {parent!r}" if parent else "at top level"
     return f"unknown key {name!r} {where}{hint} Valid keys: {', '.join(sorted(valid))}"
@@ -666,7 +665,7 @@ def _describe(error: Mapping[str, Any]) -> tuple[tuple[Any, ...], str, tuple[str
 
 
 def _choice_message(value: Any, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(value), list(choices), n=1)
+    close = [c] if (c := closest_name(str(value), list(choices))) else []
     hint = f"; did you mean {close[0]!r}?" if close else "."
     return f"unknown value {_show(value)}{hint} Valid choices: {', '.join(choices)}"
 

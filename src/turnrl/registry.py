@@ -67,8 +67,30 @@ class Registry(Generic[T]):
         return sorted(self._items.items())
 
 
+def closest_name(name: str, choices: list[str]) -> str | None:
+    """The choice fewest typing edits away (swapping two neighbours counts as one edit),
+    among those difflib also finds similar; ties go to difflib's similarity."""
+    similar = difflib.get_close_matches(name, choices, n=len(choices) or 1)
+    if not similar:
+        return None
+    ratio = {c: difflib.SequenceMatcher(None, name, c).ratio() for c in similar}
+    return min(similar, key=lambda c: (_edit_distance(name, c), -ratio[c]))
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Optimal-string-alignment distance: insert, delete, substitute, swap neighbours."""
+    rows = [list(range(len(b) + 1))] + [[i] + [0] * len(b) for i in range(1, len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            rows[i][j] = min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                rows[i][j] = min(rows[i][j], rows[i - 2][j - 2] + 1)
+    return rows[-1][-1]
+
+
 def unknown_name_message(kind: str, name: str, choices: list[str]) -> str:
     """``unknown advantage 'gpro'; did you mean 'grpo'? choices: gae, grpo, ...``."""
-    close = difflib.get_close_matches(name, choices, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else "."
+    close = closest_name(name, choices)
+    hint = f"; did you mean {close!r}?" if close else "."
     return f"unknown {kind} {name!r}{hint} Valid choices: {', '.join(choices)}"

@@ -33,7 +33,10 @@ def accepts(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> None:
 
 
 def test_expected_presets() -> None:
-    assert set(PRESETS) == {"grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo"}
+    assert set(PRESETS) == {"grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo",
+                            "reinforce_pp_baseline", "gspo", "cispo", "turn_ppo", "trloo",
+                            "turn_grpo", "gigpo"}
+    assert needs_critic(PRESETS["turn_ppo"].advantage)
     assert PRESETS["ppo"].advantage == "gae"
     assert needs_critic(PRESETS["ppo"].advantage)
     assert dict(PRESETS["dr_grpo"].adv_kwargs) == {"norm_std": False}

@@ -49,8 +49,9 @@ def test_layout_right_pads_every_per_token_list() -> None:
     assert batch.old_logprobs[1, :n].tolist() == b.logprobs
     inputs = batch.adv_inputs
     assert inputs.turn_index[1].tolist() == b.turn_index + [-1] * (len(a.token_ids) - n)
-    assert inputs.turn_rewards.tolist() == [[0.0, 1.0], [0.5, 0.0]]
-    assert inputs.turn_mask.tolist() == [[1.0, 1.0], [1.0, 0.0]]
+    # K = most turns + 1: a spare column for turn-level bootstrap values
+    assert inputs.turn_rewards.tolist() == [[0.0, 1.0, 0.0], [0.5, 0.0, 0.0]]
+    assert inputs.turn_mask.tolist() == [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
     assert inputs.group_ids.tolist() == [4, 5]
     assert inputs.terminated.tolist() == [True, False]
     assert torch.equal(inputs.token_mask, batch.loss_mask)
@@ -195,3 +196,22 @@ def test_latest_checkpoint_ignores_incomplete_ones(tmp_path: Path) -> None:
     assert latest_checkpoint(tmp_path) == tmp_path / "checkpoints" / "step_10"  # 10 > 2
     save_checkpoint(tmp_path, 10, policy=model, tokenizer=tokenizer, optimizers=optimizers)
     assert latest_checkpoint(tmp_path) == tmp_path / "checkpoints" / "step_10"
+
+
+def test_turn_start_values_read_the_critic_before_each_turn() -> None:
+    from turnrl.train.batch import turn_start_values
+
+    a, b = traj(3, [2, 1], [0.0, 1.0], group=4), traj(2, [1], [0.5], group=5, terminated=False)
+    batch = layout([a, b], PAD)
+    inputs = batch.adv_inputs
+    values = torch.arange(batch.input_ids.numel(), dtype=torch.float).view_as(batch.input_ids)
+    turn_values = turn_start_values(values, inputs)
+    for row, t in enumerate((a, b)):
+        for k in range(t.num_turns):
+            first = next(i for i, (m, ti) in enumerate(zip(t.loss_mask, t.turn_index,
+                                                            strict=True)) if m and ti == k)
+            assert turn_values[row, k] == values[row, first - 1]
+    # b is truncated: the slot after its last turn holds the value at its last real token
+    assert turn_values[1, b.num_turns] == values[1, len(b.token_ids) - 1]
+    # a terminated: nothing to bootstrap
+    assert turn_values[0, a.num_turns] == 0

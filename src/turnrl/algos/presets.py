@@ -101,6 +101,76 @@ PRESETS: dict[str, AlgoPreset] = {
             "(value loss via turnrl.algos.value_loss), PPO clip, token mean."
         ),
     ),
+    "reinforce_pp_baseline": AlgoPreset(
+        advantage="reinforce_pp_baseline",
+        adv_kwargs={"gamma": 1.0},
+        policy_loss="ppo_clip",
+        loss_kwargs=_PPO_CLIP,
+        loss_agg="token_mean",
+        paper="Hu et al. 2025, REINFORCE++ (baseline variant), arXiv:2501.03262",
+        description="Group-mean baseline, then whitening over the batch; PPO clip, token mean.",
+    ),
+    "gspo": AlgoPreset(
+        advantage="grpo",
+        adv_kwargs={"norm_std": True},
+        policy_loss="gspo",
+        loss_kwargs={"clip_low": 3e-4, "clip_high": 4e-4},
+        loss_agg="seq_mean_token_mean",
+        paper="Zheng et al. 2025, Group Sequence Policy Optimization, arXiv:2507.18071",
+        description="GRPO advantages with a sequence-level importance ratio and clip.",
+    ),
+    "cispo": AlgoPreset(
+        advantage="grpo",
+        adv_kwargs={"norm_std": True},
+        policy_loss="cispo",
+        loss_kwargs={"clip_high": 5.0},
+        loss_agg="token_mean",
+        paper="MiniMax 2025, MiniMax-M1, arXiv:2506.13585",
+        description="GRPO advantages; clipped stop-gradient IS weight times log-prob (CISPO).",
+    ),
+    "turn_ppo": AlgoPreset(
+        advantage="turn_gae",
+        adv_kwargs={"gamma": 1.0, "lam": 0.95},
+        policy_loss="ppo_clip",
+        loss_kwargs=_PPO_CLIP,
+        loss_agg="token_mean",
+        paper="GAE (Schulman et al. 2016, arXiv:1506.02438) with turns as steps, as the "
+        "utterance-level critic of ArCHer (Zhou et al. 2024, arXiv:2402.19446)",
+        description=(
+            "Actor-critic PPO on the turn-level MDP: the critic values the state at the start "
+            "of each turn; every token of turn k gets A_k."
+        ),
+    ),
+    "trloo": AlgoPreset(
+        advantage="trloo",
+        adv_kwargs={"gamma": 1.0},
+        policy_loss="ppo_clip",
+        loss_kwargs=_PPO_CLIP,
+        loss_agg="token_mean",
+        paper="Kool et al. 2019 leave-one-out baseline, per turn; Ahmadian et al. 2024",
+        description="Turn-level leave-one-out baseline over the group's episodes.",
+    ),
+    "turn_grpo": AlgoPreset(
+        advantage="turn_grpo",
+        adv_kwargs={"gamma": 1.0},
+        policy_loss="ppo_clip",
+        loss_kwargs=_PPO_CLIP,
+        loss_agg="seq_mean_token_mean",
+        paper="Shao et al. 2024 (GRPO with process supervision), on turn returns-to-go",
+        description="Per-turn return-to-go normalised over all turns of the group.",
+    ),
+    "gigpo": AlgoPreset(
+        advantage="gigpo",
+        adv_kwargs={"omega": 1.0, "gamma": 1.0, "norm_std": True},
+        policy_loss="ppo_clip",
+        loss_kwargs=_PPO_CLIP,
+        loss_agg="seq_mean_token_mean",
+        paper="Feng et al. 2025, Group-in-Group Policy Optimization, arXiv:2505.10978",
+        description=(
+            "Episode-level GRPO advantage plus a step-level one over turns of the group that "
+            "share an env state (needs an env with state keys)."
+        ),
+    ),
 }
 
 

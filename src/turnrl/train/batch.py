@@ -21,7 +21,8 @@ def layout(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:
         raise ValueError("layout needs at least one trajectory")
     size = len(trajectories)
     width = max(len(t.token_ids) for t in trajectories)
-    turns = max(1, max(t.num_turns for t in trajectories))
+    # one spare turn column: turn-level critics read the bootstrap value after the last turn
+    turns = max(t.num_turns for t in trajectories) + 1
     input_ids = torch.full((size, width), pad_token_id, dtype=torch.long)
     attention_mask = torch.zeros((size, width))
     loss_mask = torch.zeros((size, width))
@@ -56,6 +57,31 @@ def layout(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:
     )
     return Batch(input_ids=input_ids, attention_mask=attention_mask, loss_mask=loss_mask,
                  old_logprobs=old_logprobs, adv_inputs=adv_inputs)
+
+
+def turn_start_values(values: torch.Tensor, inputs: AdvantageInputs) -> torch.Tensor:
+    """Turn-level values (B, K) read off a token-level critic.
+
+    ``values[b, t]`` is V after ``tokens[: t + 1]``, so the state at the start of turn k is
+    valued at the position just before its first sampled token. The slot after a truncated
+    episode's last turn gets the value at its last real position (the bootstrap value of
+    ``turn_gae``); everything else is 0.
+    """
+    size, turns = inputs.turn_mask.shape
+    sampled = inputs.token_mask > 0
+    out = torch.zeros(size, turns, dtype=values.dtype)
+    for k in range(turns):
+        in_turn = sampled & (inputs.turn_index == k)
+        first = in_turn.float().argmax(-1)
+        at = values.gather(1, (first - 1).clamp(min=0)[:, None])[:, 0]
+        out[:, k] = torch.where(in_turn.any(-1), at, torch.zeros_like(at))
+    num_turns = inputs.turn_mask.sum(-1).long()
+    assert inputs.attention_mask is not None
+    last_real = (inputs.attention_mask.sum(-1).long() - 1).clamp(min=0)
+    boot = values.gather(1, last_real[:, None])[:, 0]
+    rows = torch.nonzero((num_turns < turns) & ~inputs.terminated)[:, 0]
+    out[rows, num_turns[rows]] = boot[rows]
+    return out
 
 
 def length_sorted(batch: Batch, rows: torch.Tensor) -> torch.Tensor:

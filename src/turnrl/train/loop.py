@@ -50,7 +50,7 @@ from turnrl.rollout.hf import HFEngine
 from turnrl.rollout.runner import Runner
 from turnrl.rollout.stats import rollout_metrics
 from turnrl.train import sft
-from turnrl.train.batch import layout
+from turnrl.train.batch import layout, turn_start_values
 from turnrl.train.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
 from turnrl.train.learner import Learner, OptimConfig
 from turnrl.train.progress import Progress
@@ -263,7 +263,9 @@ class Trainer:
         t1 = time.perf_counter()
         batch = layout(trajectories, self.tokenizer.pad_token_id)
         if self.learner.critic is not None:
-            batch.adv_inputs.values = self.learner.critic_values(batch)
+            values = self.learner.critic_values(batch)
+            batch.adv_inputs.values = values
+            batch.adv_inputs.turn_values = turn_start_values(values, batch.adv_inputs)
         if self.learner.reference is not None:
             batch.ref_logprobs = self.learner.reference_logprobs(batch)
         advantage = ADVANTAGES[self.algo.advantage](batch.adv_inputs, **self.algo.adv_kwargs)
