@@ -270,6 +270,17 @@ class AlgoConfig(_Section):
     kl_coef: float | None = Field(None, ge=0, description="Weight of the KL penalty.")
     kl_estimator: str | None = Field(None, description="KL estimator: k1, k2 or k3.")
     entropy_coef: float | None = Field(None, description="Weight of the entropy bonus.")
+    dynamic_sampling: bool | None = Field(
+        None, description="DAPO: drop groups whose rewards are all equal and sample more "
+        "(up to train.max_sampling_tries collections per step)."
+    )
+    overlong_cache: int | None = Field(
+        None, ge=0, description="DAPO soft overlong penalty: turns longer than "
+        "rollout.max_new_tokens minus this many tokens are penalised; 0 = off."
+    )
+    mask_truncated: bool | None = Field(
+        None, description="Truncated episodes (turn or context budget) contribute no loss."
+    )
 
 
 class TrainConfig(_Section):
@@ -277,6 +288,9 @@ class TrainConfig(_Section):
 
     steps: int = Field(30, ge=0, description="RL steps (collect, score, update).")
     n_groups: int = Field(16, ge=1, description="Tasks (groups) per step.")
+    max_sampling_tries: int = Field(
+        3, ge=1, description="With algo dynamic_sampling: most collections per step."
+    )
     group_size: int = Field(8, ge=1, description="Episodes sampled per task.")
     epochs: int = Field(1, ge=1, description="PPO epochs over each batch.")
     mini_batch_size: int = Field(64, ge=1, description="Trajectories per optimizer step.")

@@ -76,7 +76,7 @@ def test_run_trains_logs_and_checkpoints(tmp_path: Path, post_sft_weights, prese
     assert load_config(run_dir / "config.yaml") == cfg
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     assert sorted(p.name for p in (run_dir / "samples").glob("*.jsonl")) == [
-        "step_0.jsonl", "step_1.jsonl", "step_2.jsonl"]
+        "step_1.jsonl", "step_2.jsonl", "step_3.jsonl"]  # numbered like metrics.jsonl
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_2", "step_3"]
     final = run_dir / "checkpoints" / "step_3"
     for name in ("config.json", "model.safetensors", "optimizer.pt", "state.json",
@@ -97,7 +97,7 @@ def test_run_trains_logs_and_checkpoints(tmp_path: Path, post_sft_weights, prese
 
     # --- samples carry the token ledger and the advantages
     samples = [json.loads(line)
-               for line in (run_dir / "samples" / "step_0.jsonl").read_text().splitlines()]
+               for line in (run_dir / "samples" / "step_1.jsonl").read_text().splitlines()]
     assert len(samples) == 8
     for sample in samples:
         assert len(sample["advantages"]) == len(sample["token_ids"]) == len(sample["loss_mask"])
@@ -306,3 +306,45 @@ def test_every_preset_trains_multi_turn(preset: str, tmp_path: Path) -> None:
         assert math.isfinite(row["loss/policy"]) and math.isfinite(row["loss/grad_norm"])
         assert math.isfinite(row["adv/mean"]) and row["loss/optimizer_steps"] == 1
         assert row["rollout/turns"] >= 1
+
+
+def test_dynamic_sampling_keeps_only_groups_with_reward_spread(tmp_path: Path) -> None:
+    result = train(load_config(None, overrides(
+        tmp_path, "algo.preset=dapo", "train.steps=2", "train.max_sampling_tries=4",
+        "train.save_samples=8", "log.tensorboard=false", "run.name=dapo")))
+    rows = [r for r in read_metrics(result.run_dir) if r["phase"] == "train"]
+    for step, row in enumerate(rows, start=1):
+        assert 1 <= row["rollout/sampling_tries"] <= 4
+        # whole groups; a full batch unless the try limit was hit first
+        assert row["rollout/episodes"] in ((8.0,) if row["rollout/sampling_tries"] < 4
+                                           else (4.0, 8.0))
+        assert "reward/overlong_penalty" in row
+        samples = [json.loads(line) for line in
+                   (result.run_dir / f"samples/step_{step}.jsonl").read_text().splitlines()]
+        groups: dict[int, set[float]] = {}
+        for s in samples:
+            groups.setdefault(s["group_id"], set()).add(sum(s["turn_rewards"]))
+        if row["rollout/sampling_tries"] < 4:  # the batch filled before the try limit
+            assert all(len(rewards) > 1 for rewards in groups.values())
+        assert row["rollout/dropped_groups"] >= 0
+
+
+def test_mask_truncated_zeroes_the_loss_of_truncated_episodes(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    seen = []
+    update = loop.Learner.update
+
+    def recording(self, batch):
+        seen.append((batch.loss_mask.clone(), batch.adv_inputs.terminated.clone()))
+        return update(self, batch)
+
+    monkeypatch.setattr(loop.Learner, "update", recording)
+    result = train(load_config(None, [
+        *SMALL_RUN, "train.steps=1", "env.id=frozenlake-v0", "env.kwargs={max_size: 4}",
+        "rollout.max_new_tokens=6", "sft.episodes=8", "sft.epochs=1", "eval.episodes=4",
+        "algo.mask_truncated=true", "log.tensorboard=false", f"run.out_dir={tmp_path}"]))
+    loss_mask, terminated = seen[0]
+    assert bool((loss_mask[~terminated] == 0).all())
+    assert bool((loss_mask[terminated].sum(-1) > 0).all())
+    row = next(r for r in read_metrics(result.run_dir) if r["phase"] == "train")
+    assert row["rollout/masked_truncated"] == pytest.approx(float((~terminated).float().mean()))

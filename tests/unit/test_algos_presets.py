@@ -35,7 +35,8 @@ def accepts(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> None:
 def test_expected_presets() -> None:
     assert set(PRESETS) == {"grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo",
                             "reinforce_pp_baseline", "gspo", "cispo", "turn_ppo", "trloo",
-                            "turn_grpo", "gigpo"}
+                            "turn_grpo", "gigpo", "dapo"}
+    assert PRESETS["dapo"].dynamic_sampling and PRESETS["dapo"].overlong_cache > 0
     assert needs_critic(PRESETS["turn_ppo"].advantage)
     assert PRESETS["ppo"].advantage == "gae"
     assert needs_critic(PRESETS["ppo"].advantage)

@@ -30,6 +30,9 @@ class AlgoPreset:
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
     entropy_coef: float = 0.0
+    dynamic_sampling: bool = False  # drop groups whose rewards are all equal, sample more
+    overlong_cache: int = 0  # > 0: DAPO's soft overlong penalty on each turn's length
+    mask_truncated: bool = False  # truncated episodes contribute no loss
     paper: str = ""
     description: str = ""
 
@@ -99,6 +102,21 @@ PRESETS: dict[str, AlgoPreset] = {
         description=(
             "Actor-critic PPO: token-level GAE over the sampled tokens with a learned critic "
             "(value loss via turnrl.algos.value_loss), PPO clip, token mean."
+        ),
+    ),
+    "dapo": AlgoPreset(
+        advantage="grpo",
+        adv_kwargs={"norm_std": True},
+        policy_loss="ppo_clip",
+        loss_kwargs={"clip_low": 0.2, "clip_high": 0.28},
+        loss_agg="token_mean",
+        dynamic_sampling=True,
+        overlong_cache=4,
+        paper="Yu et al. 2025, DAPO, arXiv:2503.14476",
+        description=(
+            "GRPO advantages with clip-higher (0.2/0.28), token-mean loss, dynamic sampling "
+            "(groups with equal rewards are dropped and replaced) and the soft overlong "
+            "penalty on each turn (cache 4 tokens below rollout.max_new_tokens)."
         ),
     ),
     "reinforce_pp_baseline": AlgoPreset(

@@ -23,6 +23,7 @@ import torch
 from turnrl import envs
 from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
 from turnrl.algos import needs_critic as advantage_needs_critic
+from turnrl.algos.filters import informative_groups, overlong_penalty, turn_lengths
 from turnrl.algos.presets import AlgoPreset
 from turnrl.config import (
     AlgoConfig,
@@ -192,6 +193,7 @@ class Trainer:
                                     config=json.loads(json.dumps(cfg.model_dump())))
         self.learner: Learner | None = None
         self.start_step = 0
+        self.seed_cursor = 0  # next RL task seed offset (and group id)
 
     # ------------------------------------------------------------------ helpers
     def runner(self, temperature: float) -> Runner:
@@ -216,9 +218,32 @@ class Trainer:
         return Learner(self.policy, self.algo, optim, critic=critic, reference=reference,
                        seed=self.cfg.run.seed)
 
-    def task_seeds(self, step: int) -> list[int]:
-        n = self.cfg.train.n_groups
-        return [self.cfg.env.train_seed_start + step * n + i for i in range(n)]
+    def collect(self) -> tuple[list[Trajectory], dict[str, float]]:
+        """``n_groups`` groups of fresh tasks; with dynamic sampling, groups whose rewards are
+        all equal (no group signal) are dropped and more are collected, at most
+        ``train.max_sampling_tries`` times. Task seeds and group ids come from one cursor."""
+        t = self.cfg.train
+        runner = self.runner(self.cfg.rollout.temperature)
+        kept: list[Trajectory] = []
+        tries = dropped = 0
+        while tries < t.max_sampling_tries:
+            first = self.seed_cursor
+            self.seed_cursor += t.n_groups
+            seeds = [self.cfg.env.train_seed_start + first + i for i in range(t.n_groups)]
+            collected = runner.collect(self.make_env, seeds, t.group_size, first_group_id=first)
+            tries += 1
+            if not self.algo.dynamic_sampling:
+                return collected, {}
+            keep = informative_groups(torch.tensor([x.total_reward for x in collected]),
+                                      torch.tensor([x.group_id for x in collected])).tolist()
+            kept += [x for x, k in zip(collected, keep, strict=True) if k]
+            dropped += (len(collected) - sum(keep)) // t.group_size
+            if len(kept) >= t.n_groups * t.group_size:
+                break
+        # whole groups: each kept group contributes group_size consecutive episodes
+        kept = kept[: t.n_groups * t.group_size] or collected
+        return kept, {"rollout/dropped_groups": float(dropped),
+                      "rollout/sampling_tries": float(tries)}
 
     # ------------------------------------------------------------------ stages
     def warm_start(self) -> None:
@@ -257,11 +282,17 @@ class Trainer:
         """collect → layout → advantages → update → sync weights."""
         assert self.learner is not None
         t0 = time.perf_counter()
-        trajectories = self.runner(self.cfg.rollout.temperature).collect(
-            self.make_env, self.task_seeds(step), self.cfg.train.group_size,
-            first_group_id=step * self.cfg.train.n_groups)
+        trajectories, filter_metrics = self.collect()
         t1 = time.perf_counter()
         batch = layout(trajectories, self.tokenizer.pad_token_id)
+        inputs = batch.adv_inputs
+        if self.algo.overlong_cache:
+            penalty = overlong_penalty(
+                turn_lengths(inputs.token_mask, inputs.turn_index, inputs.turn_mask.shape[1]),
+                inputs.turn_mask, max_len=self.cfg.rollout.max_new_tokens,
+                cache=self.algo.overlong_cache)
+            inputs.turn_rewards = inputs.turn_rewards + penalty
+            filter_metrics["reward/overlong_penalty"] = float(penalty.sum(-1).mean())
         if self.learner.critic is not None:
             values = self.learner.critic_values(batch)
             batch.adv_inputs.values = values
@@ -270,12 +301,17 @@ class Trainer:
             batch.ref_logprobs = self.learner.reference_logprobs(batch)
         advantage = ADVANTAGES[self.algo.advantage](batch.adv_inputs, **self.algo.adv_kwargs)
         batch.adv, batch.ret = advantage.advantages, advantage.returns
+        if self.algo.mask_truncated:
+            truncated = ~inputs.terminated
+            batch.loss_mask = batch.loss_mask * (~truncated)[:, None]
+            filter_metrics["rollout/masked_truncated"] = float(truncated.float().mean())
         update_metrics = self.learner.update(batch)
         self.engine.load_weights(self.learner.policy)
         t2 = time.perf_counter()
-        save_samples(self.run_dir, step, trajectories, batch, self.cfg.train.save_samples)
+        save_samples(self.run_dir, step + 1, trajectories, batch, self.cfg.train.save_samples)
         tokens = float(batch.attention_mask.sum())
-        return {**rollout_metrics(trajectories), **advantage.metrics, **update_metrics,
+        return {**rollout_metrics(trajectories), **filter_metrics, **advantage.metrics,
+                **update_metrics,
                 "perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
                 "perf/tokens_per_s": tokens / max(t2 - t0, 1e-9)}
 
@@ -285,7 +321,8 @@ class Trainer:
                         optimizers={"policy": self.learner.optimizer,
                                     "critic": self.learner.critic_optimizer},
                         critic=self.learner.critic,
-                        extra_state={"eval_before": before, "generators": {
+                        extra_state={"eval_before": before, "seed_cursor": self.seed_cursor,
+                                     "generators": {
                             "engine": self.engine.generator.get_state().tolist(),
                             "learner": self.learner.generator.get_state().tolist()}})
 
@@ -303,6 +340,7 @@ class Trainer:
             state = load_training_state(self.resume_from, {
                 "policy": self.learner.optimizer, "critic": self.learner.critic_optimizer})
             self.start_step, before = state["step"], state.get("eval_before")
+            self.seed_cursor = state.get("seed_cursor", self.start_step * cfg.train.n_groups)
             for name, generator in (("engine", self.engine.generator),
                                     ("learner", self.learner.generator)):
                 generator.set_state(torch.tensor(state["generators"][name], dtype=torch.uint8))

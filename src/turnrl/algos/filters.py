@@ -1,0 +1,57 @@
+"""Batch filters and reward shaping of DAPO (Yu et al. 2025, arXiv:2503.14476), multi-turn.
+
+Pure tensor functions: the loop decides what to drop or mask with them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def informative_groups(rewards: Tensor, group_ids: Tensor) -> Tensor:
+    """Dynamic sampling's test: which episodes belong to a group whose rewards differ.
+
+    Args:
+        rewards: (B,) episode returns.
+        group_ids: (B,) long, episodes of one task share an id.
+    Returns:
+        (B,) bool, True where the episode's group has at least two distinct rewards; a group
+        whose rewards are all equal gives every group advantage 0 and no gradient.
+    """
+    _, group = torch.unique(group_ids, return_inverse=True)
+    n = int(group.max()) + 1 if group.numel() else 0
+    high = torch.full((n,), -torch.inf, dtype=rewards.dtype).scatter_reduce(
+        0, group, rewards, reduce="amax")
+    low = torch.full((n,), torch.inf, dtype=rewards.dtype).scatter_reduce(
+        0, group, rewards, reduce="amin")
+    return (high > low)[group]
+
+
+def turn_lengths(token_mask: Tensor, turn_index: Tensor, num_turns: int) -> Tensor:
+    """Sampled tokens per turn, (B, K), from (B, T) ``token_mask`` and ``turn_index``."""
+    sampled = token_mask > 0
+    index = turn_index.clamp(min=0, max=num_turns - 1)
+    lengths = torch.zeros(token_mask.shape[0], num_turns, dtype=token_mask.dtype)
+    return lengths.scatter_add(1, index, sampled.to(token_mask.dtype))
+
+
+def overlong_penalty(lengths: Tensor, turn_mask: Tensor, *, max_len: int,
+                     cache: int) -> Tensor:
+    """DAPO's soft overlong punishment of each turn's response length, (B, K).
+
+    With ``L = max_len`` (the per-turn generation limit) and ``c = cache``::
+
+        penalty(|y|) = 0                      if |y| <= L − c
+                       ((L − c) − |y|) / c    if L − c < |y| <= L
+                       −1                     if |y| > L
+
+    added to the turn's reward; 0 on turns that do not exist (``turn_mask = 0``).
+    """
+    if not 0 < cache <= max_len:
+        raise ValueError(f"overlong penalty needs 0 < cache <= max_len, got cache={cache}, "
+                         f"max_len={max_len}")
+    soft = ((max_len - cache) - lengths) / cache
+    penalty = torch.where(lengths <= max_len - cache, torch.zeros_like(soft), soft)
+    penalty = torch.where(lengths > max_len, torch.full_like(soft, -1.0), penalty)
+    return penalty * turn_mask
