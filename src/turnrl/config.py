@@ -269,6 +269,12 @@ class AlgoConfig(_Section):
     )
     kl_coef: float | None = Field(None, ge=0, description="Weight of the KL penalty.")
     kl_estimator: str | None = Field(None, description="KL estimator: k1, k2 or k3.")
+    kl_mode: Literal["loss", "reward"] | None = Field(
+        None, description="KL to the reference as a loss term or as a per-token reward penalty."
+    )
+    kl_target: float | None = Field(
+        None, gt=0, description="Adapt kl_coef each step towards this per-token KL (None: fixed)."
+    )
     entropy_coef: float | None = Field(None, description="Weight of the entropy bonus.")
     dynamic_sampling: bool | None = Field(
         None, description="DAPO: drop groups whose rewards are all equal and sample more "

@@ -348,3 +348,35 @@ def test_mask_truncated_zeroes_the_loss_of_truncated_episodes(tmp_path: Path,
     assert bool((loss_mask[terminated].sum(-1) > 0).all())
     row = next(r for r in read_metrics(result.run_dir) if r["phase"] == "train")
     assert row["rollout/masked_truncated"] == pytest.approx(float((~terminated).float().mean()))
+
+
+@pytest.mark.parametrize("mode", ["loss", "reward"])
+def test_kl_to_the_reference_as_loss_or_reward(mode: str, tmp_path: Path) -> None:
+    result = train(load_config(None, overrides(
+        tmp_path, "train.steps=4", "algo.kl_coef=0.5", f"algo.kl_mode={mode}",
+        "log.tensorboard=false", f"run.name=kl-{mode}")))
+    rows = [r for r in read_metrics(result.run_dir) if r["phase"] == "train"]
+    assert rows[0]["rollout/kl_ref"] == pytest.approx(0.0, abs=1e-5)  # policy == reference
+    updated = [i for i, r in enumerate(rows) if r["loss/grad_norm"] > 0]
+    assert updated and updated[0] + 1 < len(rows), "no update happened: retune the run"
+    after = rows[updated[0] + 1]  # the first rollout from updated weights
+    assert after["rollout/kl_ref"] > 0
+    if mode == "loss":
+        assert all("loss/kl" in r and "reward/kl_penalty" not in r for r in rows)
+    else:
+        assert all("loss/kl" not in r for r in rows)
+        assert after["reward/kl_penalty"] < 0  # a penalty: it lowers the rewards
+
+
+def test_adaptive_kl_coefficient_moves_towards_the_target(tmp_path: Path) -> None:
+    result = train(load_config(None, overrides(
+        tmp_path, "train.steps=3", "algo.kl_coef=0.5", "algo.kl_target=10.0",
+        "log.tensorboard=false")))
+    coefs = [r["loss/kl_coef"] for r in read_metrics(result.run_dir) if r["phase"] == "train"]
+    # measured KL is far below the target, so the coefficient shrinks every step
+    assert coefs[0] == 0.5 and coefs[1] < coefs[0] and coefs[2] < coefs[1]
+
+
+def test_kl_target_without_a_starting_coefficient_is_a_config_error(capsys) -> None:
+    assert main(["train", "algo.kl_target=0.1"]) == 2
+    assert "algo.kl_coef" in capsys.readouterr().err

@@ -43,3 +43,14 @@ def test_overlong_penalty_reference_values() -> None:
 def test_overlong_penalty_rejects_a_cache_outside_the_limit() -> None:
     with pytest.raises(ValueError, match="cache=0"):
         overlong_penalty(torch.ones(1, 1), torch.ones(1, 1), max_len=16, cache=0)
+
+
+def test_turn_sums_add_up_sampled_values_per_turn() -> None:
+    # row 0: turn 0 samples values 1, 2 (sum 3); the observation's 10 is not sampled;
+    # turn 1 samples 4 (sum 4); padding (-1, unsampled) adds nothing
+    values = torch.tensor([[9.0, 1.0, 2.0, 10.0, 4.0, 7.0]])
+    token_mask = torch.tensor([[0.0, 1.0, 1.0, 0.0, 1.0, 0.0]])
+    turn_index = torch.tensor([[-1, 0, 0, 0, 1, -1]])
+    from turnrl.algos.filters import turn_sums
+
+    assert turn_sums(values, token_mask, turn_index, 3).tolist() == [[3.0, 4.0, 0.0]]

@@ -28,12 +28,20 @@ def informative_groups(rewards: Tensor, group_ids: Tensor) -> Tensor:
     return (high > low)[group]
 
 
+def turn_sums(values: Tensor, token_mask: Tensor, turn_index: Tensor, num_turns: int) -> Tensor:
+    """``Σ_t values[b, t]`` over the sampled tokens of each turn, (B, K).
+
+    Used to move per-token quantities (a KL penalty) onto ``turn_rewards``.
+    """
+    weights = torch.where(token_mask > 0, values, torch.zeros_like(values))
+    index = turn_index.clamp(min=0, max=num_turns - 1)
+    return torch.zeros(values.shape[0], num_turns, dtype=values.dtype).scatter_add(
+        1, index, weights)
+
+
 def turn_lengths(token_mask: Tensor, turn_index: Tensor, num_turns: int) -> Tensor:
     """Sampled tokens per turn, (B, K), from (B, T) ``token_mask`` and ``turn_index``."""
-    sampled = token_mask > 0
-    index = turn_index.clamp(min=0, max=num_turns - 1)
-    lengths = torch.zeros(token_mask.shape[0], num_turns, dtype=token_mask.dtype)
-    return lengths.scatter_add(1, index, sampled.to(token_mask.dtype))
+    return turn_sums(torch.ones_like(token_mask), token_mask, turn_index, num_turns)
 
 
 def overlong_penalty(lengths: Tensor, turn_mask: Tensor, *, max_len: int,

@@ -29,6 +29,8 @@ class AlgoPreset:
     loss_agg: str
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
+    kl_mode: str = "loss"  # "loss": + kl_coef·KL in the loss; "reward": − kl_coef·KL per token
+    kl_target: float | None = None  # set: adapt kl_coef towards this KL (Ziegler et al. 2019)
     entropy_coef: float = 0.0
     dynamic_sampling: bool = False  # drop groups whose rewards are all equal, sample more
     overlong_cache: int = 0  # > 0: DAPO's soft overlong penalty on each turn's length

@@ -59,7 +59,9 @@ class Learner:
         self.generator = torch.Generator().manual_seed(seed)
         self.aggregate = AGGREGATIONS[algo.loss_agg]
         self.policy_loss = POLICY_LOSSES[algo.policy_loss]
-        self.kl = KL_ESTIMATORS[algo.kl_estimator] if algo.kl_coef else None
+        self.kl = (KL_ESTIMATORS[algo.kl_estimator]
+                   if algo.kl_coef and algo.kl_mode == "loss" else None)
+        self.kl_coef = algo.kl_coef  # adapted by the loop when algo.kl_target is set
 
     # ------------------------------------------------------------------ scoring passes
     @torch.no_grad()
@@ -132,7 +134,7 @@ class Learner:
                 assert micro.ref_logprobs is not None, "kl_coef > 0 needs reference log-probs"
                 kl = self.aggregate(self.kl(logprobs, micro.ref_logprobs), micro.loss_mask,
                                     **norms)
-                loss = loss + self.algo.kl_coef * kl
+                loss = loss + self.kl_coef * kl
                 sums["loss/kl"] += kl.item()
             loss.backward()
             sums["loss/policy"] += pg_loss.item()

@@ -23,7 +23,9 @@ import torch
 from turnrl import envs
 from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
 from turnrl.algos import needs_critic as advantage_needs_critic
-from turnrl.algos.filters import informative_groups, overlong_penalty, turn_lengths
+from turnrl.algos.correction import AdaptiveKLController, kl_token_penalty
+from turnrl.algos.filters import informative_groups, overlong_penalty, turn_lengths, turn_sums
+from turnrl.algos.functional import masked_mean
 from turnrl.algos.presets import AlgoPreset
 from turnrl.config import (
     AlgoConfig,
@@ -99,6 +101,9 @@ def check_env_kwargs(cfg: Config) -> None:
 
 def check_algo(cfg: Config, algo: AlgoPreset) -> None:
     """Cross-key checks of the resolved algorithm that the config tree cannot see alone."""
+    if algo.kl_target is not None and not algo.kl_coef:
+        raise ConfigError("algo.kl_target: the adaptive controller scales kl_coef, so it needs "
+                          "a starting algo.kl_coef > 0 (e.g. algo.kl_coef=0.05)")
     group_based = algo.advantage in ("grpo", "rloo")
     if group_based and cfg.train.group_size < 2:
         raise ConfigError(f"train.group_size: advantage {algo.advantage!r} compares episodes "
@@ -194,6 +199,7 @@ class Trainer:
         self.learner: Learner | None = None
         self.start_step = 0
         self.seed_cursor = 0  # next RL task seed offset (and group id)
+        self.kl_controller: AdaptiveKLController | None = None
 
     # ------------------------------------------------------------------ helpers
     def runner(self, temperature: float) -> Runner:
@@ -215,6 +221,9 @@ class Trainer:
                             epochs=t.epochs, mini_batch_size=t.mini_batch_size,
                             micro_batch_size=t.micro_batch_size, critic_lr=t.critic_lr,
                             norm_len=float(norm_len), temperature=r.temperature)
+        self.kl_controller = (AdaptiveKLController(coef=self.algo.kl_coef,
+                                                   target=self.algo.kl_target)
+                              if self.algo.kl_target else None)
         return Learner(self.policy, self.algo, optim, critic=critic, reference=reference,
                        seed=self.cfg.run.seed)
 
@@ -299,6 +308,7 @@ class Trainer:
             batch.adv_inputs.turn_values = turn_start_values(values, batch.adv_inputs)
         if self.learner.reference is not None:
             batch.ref_logprobs = self.learner.reference_logprobs(batch)
+            filter_metrics.update(self.apply_kl(batch))
         advantage = ADVANTAGES[self.algo.advantage](batch.adv_inputs, **self.algo.adv_kwargs)
         batch.adv, batch.ret = advantage.advantages, advantage.returns
         if self.algo.mask_truncated:
@@ -315,6 +325,25 @@ class Trainer:
                 "perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
                 "perf/tokens_per_s": tokens / max(t2 - t0, 1e-9)}
 
+    def apply_kl(self, batch: Batch) -> dict[str, float]:
+        """Measure KL(behaviour ‖ reference); in reward mode subtract ``kl_coef·KL`` per token
+        from the turn rewards; with ``kl_target`` adapt the coefficient."""
+        assert self.learner is not None and batch.ref_logprobs is not None
+        inputs, algo = batch.adv_inputs, self.algo
+        kl = KL_ESTIMATORS[algo.kl_estimator](batch.old_logprobs, batch.ref_logprobs)
+        kl_now = float(masked_mean(kl, inputs.token_mask))
+        metrics = {"rollout/kl_ref": kl_now, "loss/kl_coef": self.learner.kl_coef}
+        if algo.kl_mode == "reward":
+            penalty = kl_token_penalty(batch.old_logprobs, batch.ref_logprobs, inputs.token_mask,
+                                       estimator=algo.kl_estimator, coef=self.learner.kl_coef)
+            per_turn = turn_sums(penalty, inputs.token_mask, inputs.turn_index,
+                                 inputs.turn_mask.shape[1])
+            inputs.turn_rewards = inputs.turn_rewards + per_turn
+            metrics["reward/kl_penalty"] = float(per_turn.sum(-1).mean())
+        if self.kl_controller is not None:
+            self.learner.kl_coef = self.kl_controller.update(kl_now, batch.size)
+        return metrics
+
     def checkpoint(self, step: int, before: dict[str, float] | None) -> None:
         assert self.learner is not None
         save_checkpoint(self.run_dir, step, policy=self.policy, tokenizer=self.tokenizer,
@@ -322,6 +351,7 @@ class Trainer:
                                     "critic": self.learner.critic_optimizer},
                         critic=self.learner.critic,
                         extra_state={"eval_before": before, "seed_cursor": self.seed_cursor,
+                                     "kl_coef": self.learner.kl_coef,
                                      "generators": {
                             "engine": self.engine.generator.get_state().tolist(),
                             "learner": self.learner.generator.get_state().tolist()}})
@@ -341,6 +371,9 @@ class Trainer:
                 "policy": self.learner.optimizer, "critic": self.learner.critic_optimizer})
             self.start_step, before = state["step"], state.get("eval_before")
             self.seed_cursor = state.get("seed_cursor", self.start_step * cfg.train.n_groups)
+            self.learner.kl_coef = state.get("kl_coef", self.learner.kl_coef)
+            if self.kl_controller is not None:
+                self.kl_controller.coef = self.learner.kl_coef
             for name, generator in (("engine", self.engine.generator),
                                     ("learner", self.learner.generator)):
                 generator.set_state(torch.tensor(state["generators"][name], dtype=torch.uint8))
