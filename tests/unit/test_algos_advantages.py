@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 import torch
+from algo_inputs import make_inputs
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -17,31 +18,6 @@ from turnrl.types import AdvantageInputs
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 F64 = torch.float64
 GROUP_IDS = [3, -7, 10**12, 42]  # arbitrary longs, neither contiguous nor sorted
-
-
-def make_inputs(
-    token_mask: list[list[int]],
-    turn_index: list[list[int]],
-    turn_rewards: list[list[float]],
-    turn_mask: list[list[int]] | None = None,
-    group_ids: list[int] | None = None,
-    terminated: list[bool] | None = None,
-    values: list[list[float]] | None = None,
-    attention_mask: list[list[int]] | None = None,
-) -> AdvantageInputs:
-    B = len(token_mask)
-    return AdvantageInputs(
-        token_mask=torch.tensor(token_mask, dtype=F64),
-        turn_index=torch.tensor(turn_index, dtype=torch.long),
-        turn_rewards=torch.tensor(turn_rewards, dtype=F64),
-        turn_mask=torch.tensor(
-            turn_mask if turn_mask is not None else [[1] * len(turn_rewards[0])] * B, dtype=F64
-        ),
-        group_ids=torch.tensor(group_ids if group_ids is not None else [0] * B),
-        terminated=torch.tensor(terminated if terminated is not None else [True] * B),
-        attention_mask=None if attention_mask is None else torch.tensor(attention_mask, dtype=F64),
-        values=None if values is None else torch.tensor(values, dtype=F64),
-    )
 
 
 def outcome_inputs(outcomes: list[float], group_ids: list[int], T: int = 3) -> AdvantageInputs:

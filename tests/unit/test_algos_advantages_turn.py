@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+from algo_inputs import make_inputs
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -34,31 +35,6 @@ F64 = torch.float64
 GROUP_IDS = [3, -7, 10**12, 42]  # arbitrary longs, neither contiguous nor sorted
 NEW = ["reinforce_pp_baseline", "grpo_passk", "turn_gae", "trloo", "turn_grpo", "gigpo"]
 CRITIC_FREE = [n for n in NEW if n != "turn_gae"]
-
-
-def make_inputs(
-    token_mask: list[list[int]],
-    turn_index: list[list[int]],
-    turn_rewards: list[list[float]],
-    turn_mask: list[list[int]] | None = None,
-    group_ids: list[int] | None = None,
-    terminated: list[bool] | None = None,
-    turn_values: list[list[float]] | None = None,
-    state_keys: list[list[int]] | None = None,
-) -> AdvantageInputs:
-    B = len(token_mask)
-    return AdvantageInputs(
-        token_mask=torch.tensor(token_mask, dtype=F64),
-        turn_index=torch.tensor(turn_index, dtype=torch.long),
-        turn_rewards=torch.tensor(turn_rewards, dtype=F64),
-        turn_mask=torch.tensor(
-            turn_mask if turn_mask is not None else [[1] * len(turn_rewards[0])] * B, dtype=F64
-        ),
-        group_ids=torch.tensor(group_ids if group_ids is not None else [0] * B),
-        terminated=torch.tensor(terminated if terminated is not None else [True] * B),
-        turn_values=None if turn_values is None else torch.tensor(turn_values, dtype=F64),
-        state_keys=None if state_keys is None else torch.tensor(state_keys),
-    )
 
 
 def expand_turns(per_turn: list[list[float]], inputs: AdvantageInputs) -> torch.Tensor:
