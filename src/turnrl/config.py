@@ -276,6 +276,9 @@ class AlgoConfig(_Section):
         None, gt=0, description="Adapt kl_coef each step towards this per-token KL (None: fixed)."
     )
     entropy_coef: float | None = Field(None, description="Weight of the entropy bonus.")
+    value_clip: float | None = Field(
+        None, gt=0, description="Critic presets: clip the new value to old ± this (PPO)."
+    )
     dynamic_sampling: bool | None = Field(
         None, description="DAPO: drop groups whose rewards are all equal and sample more "
         "(up to train.max_sampling_tries collections per step)."

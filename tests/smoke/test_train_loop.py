@@ -380,3 +380,14 @@ def test_adaptive_kl_coefficient_moves_towards_the_target(tmp_path: Path) -> Non
 def test_kl_target_without_a_starting_coefficient_is_a_config_error(capsys) -> None:
     assert main(["train", "algo.kl_target=0.1"]) == 2
     assert "algo.kl_coef" in capsys.readouterr().err
+
+
+def test_ppo_value_clipping_is_reported(tmp_path: Path) -> None:
+    result = train(load_config(None, overrides(
+        tmp_path, "algo.preset=ppo", "algo.value_clip=0.01", "train.steps=3", "train.epochs=3",
+        "log.tensorboard=false")))
+    rows = [r for r in read_metrics(result.run_dir) if r["phase"] == "train"]
+    for row in rows:
+        assert 0.0 <= row["loss/vf_clipfrac"] <= 1.0 and math.isfinite(row["loss/value"])
+    # later epochs over a batch see values moved by > 0.01 from the old ones: clipping engages
+    assert max(r["loss/vf_clipfrac"] for r in rows) > 0

@@ -32,6 +32,7 @@ class AlgoPreset:
     kl_mode: str = "loss"  # "loss": + kl_coef·KL in the loss; "reward": − kl_coef·KL per token
     kl_target: float | None = None  # set: adapt kl_coef towards this KL (Ziegler et al. 2019)
     entropy_coef: float = 0.0
+    value_clip: float | None = None  # critic presets: PPO value clipping around the old values
     dynamic_sampling: bool = False  # drop groups whose rewards are all equal, sample more
     overlong_cache: int = 0  # > 0: DAPO's soft overlong penalty on each turn's length
     mask_truncated: bool = False  # truncated episodes contribute no loss

@@ -160,20 +160,28 @@ class Learner:
         self.critic.train()
         norms = self._normalisers(batch, rows)
         self.critic_optimizer.zero_grad(set_to_none=True)
-        total = 0.0
+        total = clipfrac = 0.0
+        n_micro = len(rows.split(self.optim.micro_batch_size))
         for micro_rows in length_sorted(batch, rows).split(self.optim.micro_batch_size):
             micro = select(batch, micro_rows)
             assert micro.ret is not None
             # state value of each token: the critic's output one position earlier
             values = nn.functional.pad(self.critic(micro.input_ids, micro.attention_mask)[:, :-1],
                                        (1, 0))
-            per_token, _ = value_loss(values, micro.ret, micro.loss_mask)
+            clip = self.algo.value_clip
+            per_token, vf_metrics = value_loss(
+                values, micro.ret, micro.loss_mask,
+                old_values=micro.old_values if clip else None, clip=clip)
             loss = AGGREGATIONS["token_mean"](per_token, micro.loss_mask,
                                               total_tokens=norms["total_tokens"])
             loss.backward()
             total += loss.item()
+            clipfrac += vf_metrics.get("loss/vf_clipfrac", 0.0) / n_micro
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.critic.parameters(),
                                                          self.optim.max_grad_norm))
         if math.isfinite(grad_norm):
             self.critic_optimizer.step()
-        return {"loss/value": total, "loss/value_grad_norm": grad_norm}
+        metrics = {"loss/value": total, "loss/value_grad_norm": grad_norm}
+        if self.algo.value_clip:
+            metrics["loss/vf_clipfrac"] = clipfrac
+        return metrics

@@ -306,6 +306,7 @@ class Trainer:
             values = self.learner.critic_values(batch)
             batch.adv_inputs.values = values
             batch.adv_inputs.turn_values = turn_start_values(values, batch.adv_inputs)
+            batch.old_values = torch.nn.functional.pad(values[:, :-1], (1, 0))  # state values
         if self.learner.reference is not None:
             batch.ref_logprobs = self.learner.reference_logprobs(batch)
             filter_metrics.update(self.apply_kl(batch))
