@@ -276,6 +276,12 @@ class AlgoConfig(_Section):
         None, gt=0, description="Adapt kl_coef each step towards this per-token KL (None: fixed)."
     )
     entropy_coef: float | None = Field(None, description="Weight of the entropy bonus.")
+    is_correction: Literal["none", "tis", "mask"] | None = Field(
+        None, description="Behaviour-policy correction: recompute old log-probs with the "
+        "learner and weight the loss by the truncated (tis) or masked (mask) ratio to the "
+        "sampling log-probs."
+    )
+    is_threshold: float | None = Field(None, gt=0, description="Truncation threshold C.")
     value_clip: float | None = Field(
         None, gt=0, description="Critic presets: clip the new value to old ± this (PPO)."
     )

@@ -127,6 +127,7 @@ class Batch:
     ret: Tensor | None = None  # (B, T)
     ref_logprobs: Tensor | None = None  # (B, T)
     old_values: Tensor | None = None  # (B, T)
+    is_weights: Tensor | None = None  # (B, T) behaviour-policy correction weights of the loss
 
     @property
     def size(self) -> int:

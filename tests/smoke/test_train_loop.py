@@ -391,3 +391,21 @@ def test_ppo_value_clipping_is_reported(tmp_path: Path) -> None:
         assert 0.0 <= row["loss/vf_clipfrac"] <= 1.0 and math.isfinite(row["loss/value"])
     # later epochs over a batch see values moved by > 0.01 from the old ones: clipping engages
     assert max(r["loss/vf_clipfrac"] for r in rows) > 0
+
+
+@pytest.mark.parametrize("mode", ["tis", "mask"])
+def test_behaviour_correction_in_sync_training_is_a_no_op(mode: str, tmp_path: Path) -> None:
+    """Rollouts and learning share the weights here, so the learner's recomputed old
+    log-probs equal the sampling ones (to float noise): weights are 1 and the run matches
+    the uncorrected one."""
+    common = ["train.steps=3", "log.tensorboard=false"]
+    plain = train(load_config(None, overrides(tmp_path, *common, "run.name=plain")))
+    corrected = train(load_config(None, overrides(
+        tmp_path, *common, f"algo.is_correction={mode}", "run.name=corrected")))
+    rows = [r for r in read_metrics(corrected.run_dir) if r["phase"] == "train"]
+    for row in rows:
+        assert row["loss/is_weight_mean"] == pytest.approx(1.0, abs=1e-4)
+        assert row["loss/is_clipfrac"] == 0.0 and row["loss/is_logratio_std"] < 1e-4
+    base = [r for r in read_metrics(plain.run_dir) if r["phase"] == "train"]
+    assert [r["reward/mean"] for r in rows] == [r["reward/mean"] for r in base]
+    assert corrected.after["success"] == plain.after["success"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from turnrl.algos.correction import BehaviourMode
 from turnrl.registry import UnknownNameError, unknown_name_message
 
 __all__ = ["PRESETS", "AlgoPreset", "get_preset"]
@@ -32,6 +33,8 @@ class AlgoPreset:
     kl_mode: str = "loss"  # "loss": + kl_coef·KL in the loss; "reward": − kl_coef·KL per token
     kl_target: float | None = None  # set: adapt kl_coef towards this KL (Ziegler et al. 2019)
     entropy_coef: float = 0.0
+    is_correction: BehaviourMode = "none"  # behaviour correction (algos.correction)
+    is_threshold: float = 2.0
     value_clip: float | None = None  # critic presets: PPO value clipping around the old values
     dynamic_sampling: bool = False  # drop groups whose rewards are all equal, sample more
     overlong_cache: int = 0  # > 0: DAPO's soft overlong penalty on each turn's length

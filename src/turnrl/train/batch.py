@@ -118,4 +118,5 @@ def select(batch: Batch, rows: torch.Tensor) -> Batch:
         ret=take(batch.ret),
         ref_logprobs=take(batch.ref_logprobs),
         old_values=take(batch.old_values),
+        is_weights=take(batch.is_weights),
     )

@@ -71,6 +71,13 @@ class Learner:
         return self._chunked(lambda b: self.critic(b.input_ids, b.attention_mask), batch)
 
     @torch.no_grad()
+    def policy_logprobs(self, batch: Batch) -> Tensor:
+        """Log-probs (B, T) of the current policy (the learner's view of the old policy)."""
+        return self._chunked(lambda b: token_logprobs(
+            self.policy, b.input_ids, b.attention_mask,
+            temperature=self.optim.temperature)[0], batch)
+
+    @torch.no_grad()
     def reference_logprobs(self, batch: Batch) -> Tensor:
         """Log-probs (B, T) of the frozen reference policy."""
         assert self.reference is not None
@@ -127,6 +134,8 @@ class Learner:
             assert entropy is not None and micro.adv is not None
             per_token, loss_metrics = self.policy_loss(
                 logprobs, micro.old_logprobs, micro.adv, micro.loss_mask, **self.algo.loss_kwargs)
+            if micro.is_weights is not None:  # behaviour-policy correction
+                per_token = per_token * micro.is_weights
             pg_loss = self.aggregate(per_token, micro.loss_mask, **norms)
             ent = self.aggregate(entropy, micro.loss_mask, **norms)
             loss = pg_loss - self.algo.entropy_coef * ent

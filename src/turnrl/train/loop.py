@@ -23,7 +23,11 @@ import torch
 from turnrl import envs
 from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
 from turnrl.algos import needs_critic as advantage_needs_critic
-from turnrl.algos.correction import AdaptiveKLController, kl_token_penalty
+from turnrl.algos.correction import (
+    AdaptiveKLController,
+    behaviour_correction,
+    kl_token_penalty,
+)
 from turnrl.algos.filters import informative_groups, overlong_penalty, turn_lengths, turn_sums
 from turnrl.algos.functional import masked_mean
 from turnrl.algos.presets import AlgoPreset
@@ -310,6 +314,13 @@ class Trainer:
         if self.learner.reference is not None:
             batch.ref_logprobs = self.learner.reference_logprobs(batch)
             filter_metrics.update(self.apply_kl(batch))
+        if self.algo.is_correction != "none":
+            learner_old = self.learner.policy_logprobs(batch)
+            batch.is_weights, is_metrics = behaviour_correction(
+                learner_old, batch.old_logprobs, batch.loss_mask,
+                mode=self.algo.is_correction, threshold=self.algo.is_threshold)
+            batch.old_logprobs = learner_old
+            filter_metrics.update(is_metrics)
         advantage = ADVANTAGES[self.algo.advantage](batch.adv_inputs, **self.algo.adv_kwargs)
         batch.adv, batch.ret = advantage.advantages, advantage.returns
         if self.algo.mask_truncated:
