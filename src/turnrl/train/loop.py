@@ -285,20 +285,40 @@ class Trainer:
         seeds = range(self.cfg.env.eval_seed_start, self.cfg.env.eval_seed_start + e.episodes)
         with self.progress.task(f"eval ({label})", None) as advance:
             summary, _ = evaluate(self.runner(e.temperature), self.make_env, seeds,
-                                             samples_per_task=e.samples_per_task,
-                                             pass_k=e.pass_k)
+                                  samples_per_task=e.samples_per_task, pass_k=e.pass_k)
             advance(f"success {summary['success']:.3f}")
         self.logger.log(step, {f"eval/{k}": v for k, v in summary.items()}, phase="eval")
         return summary
 
     def rl_step(self, step: int) -> dict[str, float]:
-        """collect → layout → advantages → update → sync weights."""
+        """collect → layout → scoring passes → advantages → update → sync weights."""
         assert self.learner is not None
         t0 = time.perf_counter()
-        trajectories, filter_metrics = self.collect()
+        trajectories, metrics = self.collect()
         t1 = time.perf_counter()
         batch = layout(trajectories, self.tokenizer.pad_token_id)
+        metrics.update(self.score(batch))
+        advantage = ADVANTAGES[self.algo.advantage](batch.adv_inputs, **self.algo.adv_kwargs)
+        batch.adv, batch.ret = advantage.advantages, advantage.returns
+        if self.algo.mask_truncated:
+            truncated = ~batch.adv_inputs.terminated
+            batch.loss_mask = batch.loss_mask * (~truncated)[:, None]
+            metrics["rollout/masked_truncated"] = float(truncated.float().mean())
+        metrics.update(self.learner.update(batch))
+        self.engine.load_weights(self.learner.policy)
+        t2 = time.perf_counter()
+        save_samples(self.run_dir, step + 1, trajectories, batch, self.cfg.train.save_samples)
+        tokens = float(batch.attention_mask.sum())
+        return {**rollout_metrics(trajectories), **metrics, **advantage.metrics,
+                "perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
+                "perf/tokens_per_s": tokens / max(t2 - t0, 1e-9)}
+
+    def score(self, batch: Batch) -> dict[str, float]:
+        """Everything the advantages and the loss read besides the ledger: the overlong
+        penalty, critic values, reference log-probs (and the KL terms), behaviour weights."""
+        assert self.learner is not None
         inputs = batch.adv_inputs
+        filter_metrics: dict[str, float] = {}
         if self.algo.overlong_cache:
             penalty = overlong_penalty(
                 turn_lengths(inputs.token_mask, inputs.turn_index, inputs.turn_mask.shape[1]),
@@ -321,21 +341,7 @@ class Trainer:
                 mode=self.algo.is_correction, threshold=self.algo.is_threshold)
             batch.old_logprobs = learner_old
             filter_metrics.update(is_metrics)
-        advantage = ADVANTAGES[self.algo.advantage](batch.adv_inputs, **self.algo.adv_kwargs)
-        batch.adv, batch.ret = advantage.advantages, advantage.returns
-        if self.algo.mask_truncated:
-            truncated = ~inputs.terminated
-            batch.loss_mask = batch.loss_mask * (~truncated)[:, None]
-            filter_metrics["rollout/masked_truncated"] = float(truncated.float().mean())
-        update_metrics = self.learner.update(batch)
-        self.engine.load_weights(self.learner.policy)
-        t2 = time.perf_counter()
-        save_samples(self.run_dir, step + 1, trajectories, batch, self.cfg.train.save_samples)
-        tokens = float(batch.attention_mask.sum())
-        return {**rollout_metrics(trajectories), **filter_metrics, **advantage.metrics,
-                **update_metrics,
-                "perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
-                "perf/tokens_per_s": tokens / max(t2 - t0, 1e-9)}
+        return filter_metrics
 
     def apply_kl(self, batch: Batch) -> dict[str, float]:
         """Measure KL(behaviour ‖ reference); in reward mode subtract ``kl_coef·KL`` per token
