@@ -298,6 +298,36 @@ class AlgoConfig(_Section):
     )
 
 
+class CriticConfig(_Section):
+    """The critic of the critic presets (advantages gae, turn_gae); ignored by the others."""
+
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate of the critic.")
+    shared: bool = Field(
+        False, description="A value head on the policy's body (one model, joint loss "
+        "policy + vf_coef * value) instead of a separate copy of the body."
+    )
+    vf_coef: float = Field(0.5, gt=0, description="Weight of the value loss when shared.")
+    privileged: bool = Field(
+        False, description="Give the critic the env's privileged_info() ahead of the "
+        "episode (asymmetric actor-critic); the policy never sees it. Needs shared=false."
+    )
+    warmup_steps: int = Field(
+        0, ge=0, description="First RL steps that train only the critic (the policy waits)."
+    )
+
+    @model_validator(mode="after")
+    def _check_privileged(self) -> CriticConfig:
+        if self.privileged and self.shared:
+            raise _FieldError(
+                "privileged",
+                "a privileged critic needs its own body: with critic.shared=true the policy's "
+                "weights would learn from the privileged input; set critic.shared=false or "
+                "critic.privileged=false",
+                related=("shared",),
+            )
+        return self
+
+
 class TrainConfig(_Section):
     """The RL loop: steps, batch shape, optimizer, evaluation and checkpoint cadence."""
 
@@ -315,7 +345,6 @@ class TrainConfig(_Section):
     lr: float = Field(5e-4, gt=0, description="AdamW learning rate of the policy.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip.")
-    critic_lr: float = Field(1e-3, gt=0, description="Learning rate of the critic, if any.")
     eval_every: int = Field(0, ge=0, description="Evaluate every N steps; 0 = only at the end.")
     checkpoint_every: int = Field(
         10, ge=0, description="Checkpoint every N steps; 0 = only at the end."
@@ -417,6 +446,7 @@ class Config(_Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling.")
     sft: SFTConfig = Field(default_factory=SFTConfig, description="Supervised warm-up.")
     algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL algorithm.")
+    critic: CriticConfig = Field(default_factory=CriticConfig, description="The critic.")
     train: TrainConfig = Field(default_factory=TrainConfig, description="The RL loop.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     log: LogConfig = Field(default_factory=LogConfig, description="Metric sinks.")

@@ -128,6 +128,8 @@ class Batch:
     ref_logprobs: Tensor | None = None  # (B, T)
     old_values: Tensor | None = None  # (B, T)
     is_weights: Tensor | None = None  # (B, T) behaviour-policy correction weights of the loss
+    critic_prefix_ids: Tensor | None = None  # (B, P) long, left-padded: privileged critic input
+    critic_prefix_mask: Tensor | None = None  # (B, P) float, 1 on real prefix tokens
 
     @property
     def size(self) -> int:

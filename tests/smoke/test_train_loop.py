@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM
 
 from turnrl.cli import main
 from turnrl.config import load_config
+from turnrl.models.policy import load_tokenizer
 from turnrl.train import loop
 from turnrl.train.loop import Trainer, train
 
@@ -334,9 +335,9 @@ def test_mask_truncated_zeroes_the_loss_of_truncated_episodes(tmp_path: Path,
     seen = []
     update = loop.Learner.update
 
-    def recording(self, batch):
+    def recording(self, batch, **kwargs):
         seen.append((batch.loss_mask.clone(), batch.adv_inputs.terminated.clone()))
-        return update(self, batch)
+        return update(self, batch, **kwargs)
 
     monkeypatch.setattr(loop.Learner, "update", recording)
     result = train(load_config(None, [
@@ -409,3 +410,60 @@ def test_behaviour_correction_in_sync_training_is_a_no_op(mode: str, tmp_path: P
     base = [r for r in read_metrics(plain.run_dir) if r["phase"] == "train"]
     assert [r["reward/mean"] for r in rows] == [r["reward/mean"] for r in base]
     assert corrected.after["success"] == plain.after["success"]
+
+
+FROZENLAKE_SMALL = ["env.id=frozenlake-v0", "env.kwargs={max_size: 4, max_turns: 6}",
+                    "rollout.max_new_tokens=6"]
+
+
+def test_privileged_critic_trains_on_the_env_facts_the_policy_never_sees(
+        tmp_path: Path, monkeypatch) -> None:
+    seen: list[torch.Tensor | None] = []
+    score = Trainer.score
+
+    def recording(self, batch):
+        seen.append(batch.critic_prefix_ids)
+        return score(self, batch)
+
+    monkeypatch.setattr(Trainer, "score", recording)
+    result = train(load_config(None, [*SMALL_RUN, *FROZENLAKE_SMALL, f"run.out_dir={tmp_path}",
+                                      "algo.preset=turn_ppo", "critic.privileged=true",
+                                      "train.steps=2", "train.save_samples=8"]))
+    assert len(seen) == 2 and all(p is not None for p in seen)
+    tokenizer = load_tokenizer(result.run_dir / "checkpoints" / "step_2")
+    prefix = tokenizer.decode(seen[0][0][seen[0][0] != tokenizer.pad_token_id])
+    assert "Privileged information (critic only): shortest path:" in prefix
+    for line in (result.run_dir / "samples" / "step_1.jsonl").read_text().splitlines():
+        sample = json.loads(line)
+        plan = sample["info"]["privileged_info"]
+        assert plan.startswith("shortest path:")
+        # the policy's context (its tokens and messages) never holds the plan
+        assert plan not in tokenizer.decode(sample["token_ids"])
+        assert all(plan not in m["content"] for m in sample["messages"])
+    assert (result.run_dir / "checkpoints" / "step_2" / "critic" / "config.json").is_file()
+
+
+def test_shared_critic_run_with_warmup_saves_the_head_and_resumes(tmp_path: Path,
+                                                                   post_sft_weights) -> None:
+    common = [*overrides(tmp_path), "algo.preset=ppo", "critic.shared=true",
+              "critic.warmup_steps=1", "train.checkpoint_every=1", "log.tensorboard=false",
+              "algo.entropy_coef=0.01"]  # every policy step has a gradient
+    first = train(load_config(None, [*common, "train.steps=3"]))
+    run_dir = first.run_dir
+    records = [r for r in read_metrics(run_dir) if r["phase"] == "train"]
+    assert [r["loss/critic_warmup"] for r in records] == [1.0, 0.0, 0.0]
+    assert "loss/policy" not in records[0] and "loss/policy" in records[1]
+    assert any(r["reward/mean"] > 0 for r in records)  # value targets that are not all 0
+    step1 = load_file(str(run_dir / "checkpoints/step_1/model.safetensors"))
+    step2 = load_file(str(run_dir / "checkpoints/step_2/model.safetensors"))
+    (after_sft,) = post_sft_weights
+    assert all(torch.equal(step1[k], after_sft[k]) for k in step1)  # warm-up: policy waits
+    assert any(not torch.equal(step1[k], step2[k]) for k in step1)  # the policy step moved it
+    critic_dir = run_dir / "checkpoints/step_3/critic"
+    assert sorted(p.name for p in critic_dir.iterdir()) == ["value_head.safetensors"]
+    head = load_file(str(critic_dir / "value_head.safetensors"))
+    assert head["weight"].abs().sum() > 0  # trained away from its zero init
+    trainer = Trainer(load_config(run_dir / "config.yaml", ["train.steps=4"]), resume=run_dir)
+    trainer.learner = trainer.build_learner()
+    assert trainer.learner.critic is not None and trainer.learner.critic.shared
+    assert torch.equal(trainer.learner.critic.head.weight.detach(), head["weight"])

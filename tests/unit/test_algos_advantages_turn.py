@@ -238,6 +238,17 @@ def test_turn_gae_reference_values() -> None:
     assert out.metrics["adv/values_mean"] == pytest.approx(2 * 1.2 / 9 + 0.7 / 9)
 
 
+def test_turn_gae_whiten_standardises_the_advantages_but_not_the_returns() -> None:
+    inputs = turn_gae_inputs()
+    plain = turn_gae(inputs, gamma=0.9, lam=0.5)
+    white = turn_gae(inputs, gamma=0.9, lam=0.5, whiten=True)
+    mask = inputs.token_mask.bool()
+    torch.testing.assert_close(white.advantages, masked_whiten(plain.advantages, inputs.token_mask))
+    assert float(white.advantages[mask].mean()) == pytest.approx(0.0, abs=1e-9)
+    assert float(white.advantages[mask].std()) == pytest.approx(1.0, rel=1e-6)  # unbiased
+    torch.testing.assert_close(white.returns, plain.returns)  # the critic's targets stay raw
+
+
 def test_turn_gae_needs_turn_values() -> None:
     inputs = replace(turn_gae_inputs(), turn_values=None)
     with pytest.raises(ValueError, match="advantage 'turn_gae' needs a turn-level critic"):

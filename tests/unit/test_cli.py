@@ -163,3 +163,26 @@ def test_algos_lists_presets_with_their_bundles(capsys) -> None:
                  "seq_mean_token_sum_norm", "k3"):
         assert name in out, name
     assert "norm_std=False" in out  # dr_grpo's bundle is shown
+
+
+@pytest.mark.parametrize("preset", ["trloo", "gigpo", "reinforce_pp_baseline"])
+def test_every_group_estimator_rejects_group_size_one(preset: str, capsys) -> None:
+    assert main(["train", f"algo.preset={preset}", "train.group_size=1",
+                 "train.mini_batch_size=16", "train.micro_batch_size=16"]) == 2
+    assert "train.group_size" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["algo.preset=ppo", "critic.shared=true", "critic.privileged=true"],
+     ["critic.privileged", "critic.shared=false"]),
+    (["algo.preset=grpo", "critic.shared=true"], ["critic.shared=True", "'grpo'", "ppo"]),
+    (["algo.preset=rloo", "critic.warmup_steps=2"], ["critic.warmup_steps=2", "no critic"]),
+    (["algo.preset=ppo", "critic.privileged=true", "env.id=arithmetic-v0", "env.kwargs={}"],
+     ["critic.privileged", "'arithmetic-v0'", "privileged_info"]),
+])
+def test_bad_critic_settings_are_config_errors(args: list[str], expected: list[str],
+                                               capsys) -> None:
+    assert main(["train", *args]) == 2
+    line = one_error_line(capsys)
+    assert all(part in line for part in expected), line
+    assert not Path("runs").exists()

@@ -236,6 +236,18 @@ def test_frozenlake_move_and_observation():
     assert result.info == {"success": False, "invalid_action": False}
 
 
+def test_frozenlake_privileged_info_is_a_shortest_plan_from_the_agent():
+    env = lake("A..", ".H.", "..G")
+    assert env.spec.has_privileged_info
+    assert env.privileged_info() == "shortest path: down, down, right, right (4 moves)"
+    env.step("down")
+    assert env.privileged_info() == "shortest path: down, right, right (3 moves)"
+    # the plan is what the oracle would play, and it is not in the agent's observation
+    assert env.privileged_info().split(": ")[1].startswith(env.oracle_action())
+    assert "shortest" not in env.render()
+    assert lake("AH.", "H..", "..G").privileged_info() == "no path to G"
+
+
 def test_frozenlake_wall_bump_stays_in_place():
     env = lake("A..", ".H.", "..G")
     for move in ("up", "left"):

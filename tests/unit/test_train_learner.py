@@ -180,3 +180,80 @@ def test_critic_steps_lower_the_value_loss_and_leave_the_policy_alone(load_sft, 
     assert all(torch.equal(v, policy_before[k]) for k, v in policy.state_dict().items())
     values = learner.critic_values(batch)
     assert values.shape == batch.loss_mask.shape and torch.isfinite(values).all()
+
+
+def test_shared_critic_is_a_head_on_the_policy_trained_by_a_joint_loss(load_sft, tokenizer,
+                                                                      trajectories) -> None:
+    batch = make_batch(trajectories, tokenizer)
+    batch.ret = batch.loss_mask * torch.tensor([1.0, 0.5] * 4)[:, None]
+    policy = load_sft()
+    critic = ValueModel.from_policy(policy, shared=True)
+    # the body is the policy's own: only the head is the critic's
+    assert [n for n, _ in critic.named_parameters()] == ["head.weight", "head.bias"]
+    assert critic.body is policy.model
+    learner = Learner(policy, PRESETS["ppo"], OptimConfig(critic_lr=1e-2, mini_batch_size=8,
+                                                          micro_batch_size=4), critic=critic)
+    assert learner.critic_optimizer is None  # one optimizer: policy + head
+    head_ids = {id(p) for p in critic.head.parameters()}
+    assert head_ids <= {id(p) for g in learner.optimizer.param_groups for p in g["params"]}
+    body_before = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    head_before = critic.head.weight.detach().clone()
+    metrics = learner.update(batch)
+    # V ≡ 0 before the step: value loss ½ Σ R² / Σ mask, reported from the joint loss
+    assert metrics["loss/value"] == pytest.approx(
+        float(0.5 * (batch.ret**2).sum() / batch.loss_mask.sum()), rel=1e-5)
+    assert not torch.equal(critic.head.weight, head_before)
+    assert any(not torch.equal(v, body_before[k]) for k, v in policy.model.state_dict().items())
+    # the values the joint loss read are the critic's forward values (on real tokens)
+    with torch.no_grad():
+        out = policy(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                     output_hidden_states=True)
+        real = batch.attention_mask.bool()
+        torch.testing.assert_close(critic.values_from_hidden(out.hidden_states[-1])[real],
+                                   critic(batch.input_ids, batch.attention_mask)[real])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_critic_warmup_leaves_the_policy_alone(load_sft, tokenizer, trajectories,
+                                               shared: bool) -> None:
+    batch = make_batch(trajectories, tokenizer)
+    batch.ret = batch.loss_mask * torch.tensor([1.0, 0.5] * 4)[:, None]
+    policy = load_sft()
+    policy_before = {k: v.clone() for k, v in policy.state_dict().items()}
+    critic = ValueModel.from_policy(policy, shared=shared)
+    learner = Learner(policy, PRESETS["ppo"], OptimConfig(critic_lr=1e-2, mini_batch_size=4,
+                                                          micro_batch_size=4), critic=critic)
+    losses = [learner.update(batch, train_policy=False)["loss/value"] for _ in range(8)]
+    assert losses[-1] < losses[0]
+    assert all(torch.equal(v, policy_before[k]) for k, v in policy.state_dict().items())
+    with pytest.raises(ValueError, match="needs a critic"):
+        Learner(policy, PRESETS["grpo"], OptimConfig()).update(batch, train_policy=False)
+
+
+def test_privileged_prefix_changes_the_values_but_not_their_alignment(load_sft, tokenizer,
+                                                                     trajectories) -> None:
+    from turnrl.train.batch import select, with_critic_prefix
+
+    batch = make_batch(trajectories, tokenizer)
+    policy = load_sft()
+    critic = ValueModel.from_policy(policy)
+    torch.nn.init.normal_(critic.head.weight, generator=torch.Generator().manual_seed(0))
+    prefixes = [[5, 6, 7], [8]] * 4
+    with_critic_prefix(batch, prefixes, tokenizer.pad_token_id)
+    # left-padded to the longest prefix
+    assert batch.critic_prefix_ids.tolist()[1] == [tokenizer.pad_token_id] * 2 + [8]
+    assert batch.critic_prefix_mask.tolist()[:2] == [[1.0, 1.0, 1.0], [0.0, 0.0, 1.0]]
+    learner = Learner(policy, PRESETS["ppo"], OptimConfig(micro_batch_size=3), critic=critic)
+    with_prefix = learner.critic_values(batch)
+    plain = critic(batch.input_ids, batch.attention_mask).detach()
+    real = batch.attention_mask.bool()
+    assert with_prefix.shape == plain.shape
+    assert not torch.allclose(with_prefix[real], plain[real])
+    # row 1 alone with its own unpadded prefix: the same values (padding never shifts them)
+    alone = select(batch, torch.tensor([1]))
+    alone.critic_prefix_ids, alone.critic_prefix_mask = torch.tensor([[8]]), torch.ones(1, 1)
+    width = alone.input_ids.shape[1]
+    torch.testing.assert_close(learner.critic_values(alone)[0], with_prefix[1, :width],
+                               atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="3 critic prefixes for a batch of 8"):
+        with_critic_prefix(batch, prefixes[:3], tokenizer.pad_token_id)

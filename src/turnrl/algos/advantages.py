@@ -129,7 +129,7 @@ def _broadcast(per_traj: Tensor, token_mask: Tensor) -> Tensor:
 # ----------------------------------------------------------------------------- estimators
 
 
-@register_advantage("grpo")
+@register_advantage("grpo", needs_groups=True)
 def grpo(inputs: AdvantageInputs, *, norm_std: bool = True, eps: float = 1e-6) -> AdvantageOutputs:
     """Group-relative advantage (GRPO, outcome supervision), broadcast to sampled tokens.
 
@@ -153,7 +153,7 @@ def grpo(inputs: AdvantageInputs, *, norm_std: bool = True, eps: float = 1e-6) -
     return AdvantageOutputs(advantages, advantages.clone(), metrics)
 
 
-@register_advantage("rloo")
+@register_advantage("rloo", needs_groups=True)
 def rloo(inputs: AdvantageInputs) -> AdvantageOutputs:
     """REINFORCE leave-one-out: the baseline is the mean outcome of the other group members.
 
@@ -353,7 +353,7 @@ def _group_index(group_ids: Tensor) -> tuple[Tensor, int]:
 # ----------------------------------------------------------------------------- turn-aware
 
 
-@register_advantage("reinforce_pp_baseline")
+@register_advantage("reinforce_pp_baseline", needs_groups=True)
 def reinforce_pp_baseline(inputs: AdvantageInputs, *, gamma: float = 1.0) -> AdvantageOutputs:
     """REINFORCE++-baseline: group-mean baseline, then whitening over the batch's tokens.
 
@@ -396,7 +396,7 @@ def _ratio_of_binomials(top: Tensor, bottom: Tensor, r: int) -> Tensor:
     return ((top[:, None] - i).clamp(min=0) / (bottom[:, None] - i)).prod(dim=1)
 
 
-@register_advantage("grpo_passk")
+@register_advantage("grpo_passk", needs_groups=True)
 def grpo_passk(inputs: AdvantageInputs, *, k: int = 4, eps: float = 1e-6) -> AdvantageOutputs:
     """Pass@k training advantage (analytic form), broadcast to sampled tokens.
 
@@ -422,7 +422,9 @@ def grpo_passk(inputs: AdvantageInputs, *, k: int = 4, eps: float = 1e-6) -> Adv
     the mean of ρ over the batch's groups.
 
     Paper: Chen et al. 2025, "Pass@k Training for Adaptively Balancing Exploration and
-    Exploitation of Large Reasoning Models" (arXiv:2508.10751), analytic derivation.
+    Exploitation of Large Reasoning Models" (arXiv:2508.10751), analytic derivation; the
+    formulas match the authors' reference code (RUCAIBox/Passk_Training, ``calc_adv`` in
+    ``code/passk_adv.py``: the same ρ, σ, positive and negative advantages and ``+1e-6``).
     """
     _check_inputs(inputs, "grpo_passk")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -453,7 +455,8 @@ def grpo_passk(inputs: AdvantageInputs, *, k: int = 4, eps: float = 1e-6) -> Adv
 
 
 @register_advantage("turn_gae", needs_critic=True)
-def turn_gae(inputs: AdvantageInputs, *, gamma: float = 1.0, lam: float = 0.95) -> AdvantageOutputs:
+def turn_gae(inputs: AdvantageInputs, *, gamma: float = 1.0, lam: float = 0.95,
+             whiten: bool = False) -> AdvantageOutputs:
     """GAE over the turn-level MDP: one step per existing turn, one advantage per turn.
 
     ``V_k = turn_values[b, k]`` is the critic's value of the state at the start of turn k
@@ -470,7 +473,8 @@ def turn_gae(inputs: AdvantageInputs, *, gamma: float = 1.0, lam: float = 0.95) 
     - ``A_k = Σ_{l ≥ 0} (γλ)^l δ_{k+l}`` over the existing turns (``A_k = δ_k + γλ A_{k'}``);
     - ``returns_k = A_k + V_k`` (the turn critic's targets).
 
-    Every sampled token of turn k gets ``A_k`` and ``returns_k``. With one turn:
+    Every sampled token of turn k gets ``A_k`` and ``returns_k``; ``whiten=True`` then whitens
+    the token advantages over the batch's sampled tokens (returns are not). With one turn:
     ``A_0 = r_0 + γ V_boot − V_0`` (``gae`` on a single step); with ``γ = λ = 1`` and
     ``V ≡ 0``, ``A_k = Σ_{l ≥ k} r_l`` (the reward-to-go of turn k).
 
@@ -516,6 +520,8 @@ def turn_gae(inputs: AdvantageInputs, *, gamma: float = 1.0, lam: float = 0.95) 
     mask = inputs.token_mask.bool()
     advantages = _to_tokens(per_turn, inputs)
     returns = _to_tokens(per_turn_returns, inputs)
+    if whiten:
+        advantages = masked_whiten(advantages, mask)
     metrics = masked_stats(advantages, mask, "adv/")
     metrics["adv/returns_mean"] = float(masked_mean(returns.detach(), mask))
     metrics["adv/values_mean"] = float(masked_mean(_to_tokens(values.detach(), inputs), mask))
@@ -524,7 +530,7 @@ def turn_gae(inputs: AdvantageInputs, *, gamma: float = 1.0, lam: float = 0.95) 
     return AdvantageOutputs(advantages, returns, metrics)
 
 
-@register_advantage("trloo")
+@register_advantage("trloo", needs_groups=True)
 def trloo(inputs: AdvantageInputs, *, gamma: float = 1.0) -> AdvantageOutputs:
     """Turn-level leave-one-out: each turn's return-to-go against the other episodes' at k.
 
@@ -569,7 +575,7 @@ def trloo(inputs: AdvantageInputs, *, gamma: float = 1.0) -> AdvantageOutputs:
     return AdvantageOutputs(advantages, advantages.clone(), metrics)
 
 
-@register_advantage("turn_grpo")
+@register_advantage("turn_grpo", needs_groups=True)
 def turn_grpo(
     inputs: AdvantageInputs, *, gamma: float = 1.0, eps: float = 1e-6
 ) -> AdvantageOutputs:
@@ -605,7 +611,7 @@ def turn_grpo(
     return AdvantageOutputs(advantages, advantages.clone(), metrics)
 
 
-@register_advantage("gigpo")
+@register_advantage("gigpo", needs_groups=True)
 def gigpo(
     inputs: AdvantageInputs,
     *,

@@ -100,14 +100,15 @@ PRESETS: dict[str, AlgoPreset] = {
     ),
     "ppo": AlgoPreset(
         advantage="gae",
-        adv_kwargs={"gamma": 1.0, "lam": 0.95},
+        adv_kwargs={"gamma": 1.0, "lam": 1.0, "whiten": True},
         policy_loss="ppo_clip",
         loss_kwargs=_PPO_CLIP,
         loss_agg="token_mean",
         paper="Schulman et al. 2017, arXiv:1707.06347; GAE: Schulman et al. 2016, arXiv:1506.02438",
         description=(
             "Actor-critic PPO: token-level GAE over the sampled tokens with a learned critic "
-            "(value loss via turnrl.algos.value_loss), PPO clip, token mean."
+            "(value loss via turnrl.algos.value_loss), PPO clip, token mean. gamma = lam = 1 "
+            "and batch-whitened advantages, as verl's PPO defaults."
         ),
     ),
     "dapo": AlgoPreset(
@@ -154,7 +155,7 @@ PRESETS: dict[str, AlgoPreset] = {
     ),
     "turn_ppo": AlgoPreset(
         advantage="turn_gae",
-        adv_kwargs={"gamma": 1.0, "lam": 0.95},
+        adv_kwargs={"gamma": 1.0, "lam": 1.0, "whiten": True},
         policy_loss="ppo_clip",
         loss_kwargs=_PPO_CLIP,
         loss_agg="token_mean",
@@ -162,7 +163,7 @@ PRESETS: dict[str, AlgoPreset] = {
         "utterance-level critic of ArCHer (Zhou et al. 2024, arXiv:2402.19446)",
         description=(
             "Actor-critic PPO on the turn-level MDP: the critic values the state at the start "
-            "of each turn; every token of turn k gets A_k."
+            "of each turn; every token of turn k gets A_k (gamma = lam = 1, whitened, as ppo)."
         ),
     ),
     "trloo": AlgoPreset(

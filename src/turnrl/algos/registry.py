@@ -80,6 +80,7 @@ AGGREGATIONS: Registry[AggregationFn] = Registry("loss aggregation")
 KL_ESTIMATORS: Registry[KLFn] = Registry("KL estimator")
 
 _NEEDS_CRITIC: dict[str, bool] = {}
+_NEEDS_GROUPS: dict[str, bool] = {}
 
 AdvF = TypeVar("AdvF", bound=AdvantageFn)
 LossF = TypeVar("LossF", bound=PolicyLossFn)
@@ -87,13 +88,16 @@ AggF = TypeVar("AggF", bound=AggregationFn)
 KLF = TypeVar("KLF", bound=KLFn)
 
 
-def register_advantage(name: str, *, needs_critic: bool = False) -> Callable[[AdvF], AdvF]:
+def register_advantage(name: str, *, needs_critic: bool = False,
+                       needs_groups: bool = False) -> Callable[[AdvF], AdvF]:
     """Decorator: store an advantage estimator under ``name``; ``needs_critic=True`` when it
-    reads ``AdvantageInputs.values`` (the learner then trains a value head)."""
+    reads ``AdvantageInputs.values`` (the learner then trains a value head),
+    ``needs_groups=True`` when it compares the episodes of a group (group size >= 2)."""
 
     def add(fn: AdvF) -> AdvF:
         ADVANTAGES.register(name)(fn)
         _NEEDS_CRITIC[name] = needs_critic
+        _NEEDS_GROUPS[name] = needs_groups
         return fn
 
     return add
@@ -103,6 +107,12 @@ def needs_critic(name: str) -> bool:
     """Whether the advantage estimator ``name`` needs a critic (raises for unknown names)."""
     ADVANTAGES[name]  # UnknownNameError listing the choices
     return _NEEDS_CRITIC.get(name, False)
+
+
+def needs_groups(name: str) -> bool:
+    """Whether the advantage estimator ``name`` compares episodes of a group."""
+    ADVANTAGES[name]
+    return _NEEDS_GROUPS.get(name, False)
 
 
 def register_policy_loss(name: str) -> Callable[[LossF], LossF]:

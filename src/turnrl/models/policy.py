@@ -106,11 +106,20 @@ def token_logprobs(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, 
     Args:
         input_ids, attention_mask: (B, T), right-padded.
     Returns:
-        logprobs (B, T) with ``logprobs[:, t] = log π(x_t | x_<t)`` under
-        ``softmax(logits / temperature)`` and ``logprobs[:, 0] = 0``; entropy (B, T) of the
-        distribution each token was drawn from (same alignment), if asked.
+        see :func:`logprobs_from_logits`.
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    return logprobs_from_logits(logits, input_ids, temperature=temperature,
+                                with_entropy=with_entropy)
+
+
+def logprobs_from_logits(logits: Tensor, input_ids: Tensor, *, temperature: float = 1.0,
+                         with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Logits (B, T, V) of a forward pass over ``input_ids`` (B, T) → log-probs (B, T) with
+    ``logprobs[:, t] = log π(x_t | x_<t)`` under ``softmax(logits / temperature)`` and
+    ``logprobs[:, 0] = 0``; entropy (B, T) of the distribution each token was drawn from
+    (same alignment), if asked."""
+    logits = logits[:, :-1].float()
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
     logp_all = torch.log_softmax(logits, -1)
@@ -123,18 +132,33 @@ def token_logprobs(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, 
     return logprobs, entropy
 
 
-class ValueModel(nn.Module):
-    """A critic: the policy's transformer body (a separate copy) plus a scalar head.
+def decoder_body(policy: nn.Module) -> nn.Module:
+    """The transformer body under a causal LM's head (through a peft wrapper, LoRA included)."""
+    model = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
+    return model.base_model
 
+
+class ValueModel(nn.Module):
+    """A critic: a transformer body plus a scalar head.
+
+    The body is a separate copy of the policy's (default) or, with ``shared=True``, the
+    policy's own body (a value head on the policy: one model, trained by a joint loss).
     ``forward`` returns values (B, T): ``values[:, t]`` is V(state after ``tokens[: t + 1]``).
+    A privileged critic reads an extra per-row prefix (the env's ``privileged_info``) before
+    the tokens; the values are still aligned with ``input_ids``.
     """
 
     HEAD_FILE = "value_head.safetensors"
 
-    def __init__(self, body: PreTrainedModel) -> None:
+    def __init__(self, body: nn.Module, *, hidden_size: int, shared: bool = False) -> None:
         super().__init__()
-        self.body = body
-        self.head = nn.Linear(body.config.hidden_size, 1)
+        self.shared = shared
+        # a shared body is the policy's: keep it out of this module's parameters and state
+        if shared:
+            object.__setattr__(self, "body", body)
+        else:
+            self.body = body
+        self.head = nn.Linear(hidden_size, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
@@ -142,33 +166,66 @@ class ValueModel(nn.Module):
     def from_pretrained(cls, path: str | Path, *, dtype: torch.dtype,
                         device: torch.device) -> ValueModel:
         body = AutoModel.from_pretrained(str(path), dtype=dtype)
-        critic = cls(body).to(device)
-        head_file = Path(path) / cls.HEAD_FILE
-        if head_file.is_file():
-            critic.head.load_state_dict(load_file(str(head_file)))
+        critic = cls(body, hidden_size=body.config.hidden_size).to(device)
+        critic.load_head(path)
         return critic
 
     @classmethod
-    def from_policy(cls, policy: nn.Module, *, source: str | Path | None = None) -> ValueModel:
-        """A critic whose body starts as a copy of the policy's transformer body.
+    def from_policy(cls, policy: nn.Module, *, source: str | Path | None = None,
+                    shared: bool = False) -> ValueModel:
+        """A critic whose body is a copy of the policy's body, or the body itself if ``shared``.
 
-        With ``source`` (a checkpoint dir) holding ``critic/``, that critic is loaded instead.
+        With ``source`` (a checkpoint dir) holding ``critic/``, that critic is loaded instead
+        (for a shared critic: only its head).
         """
         param = next(policy.parameters())
-        if source is not None and (Path(source) / "critic").is_dir():
-            return cls.from_pretrained(Path(source) / "critic", dtype=param.dtype,
-                                       device=param.device)
+        saved = Path(source) / "critic" if source is not None else None
+        hidden_size = decoder_body(policy).config.hidden_size
+        if shared:
+            critic = cls(decoder_body(policy), hidden_size=hidden_size, shared=True)
+            critic.head.to(device=param.device)
+            if saved is not None and saved.is_dir():
+                critic.load_head(saved)
+            return critic
+        if saved is not None and saved.is_dir():
+            return cls.from_pretrained(saved, dtype=param.dtype, device=param.device)
         unwrapped = copy.deepcopy(policy)
         if hasattr(unwrapped, "merge_and_unload"):  # a peft policy: fold the adapters in
             unwrapped = unwrapped.merge_and_unload()
         body = unwrapped.base_model.requires_grad_(True)
-        return cls(body).to(device=param.device)
+        return cls(body, hidden_size=hidden_size).to(device=param.device)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        hidden = self.body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def values_from_hidden(self, hidden: Tensor) -> Tensor:
+        """(B, T, H) final hidden states → (B, T) float values."""
         return self.head(hidden.to(self.head.weight.dtype))[..., 0].float()
 
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, *,
+                prefix_ids: Tensor | None = None, prefix_mask: Tensor | None = None,
+                detach_body: bool = False) -> Tensor:
+        """Values (B, T) of ``input_ids``; ``prefix_ids``/``prefix_mask`` (B, P), left-padded,
+        are read first (positions count real tokens only, so padding never shifts them).
+        ``detach_body`` trains the head alone."""
+        width = input_ids.shape[1]
+        if prefix_ids is not None:
+            assert prefix_mask is not None
+            input_ids = torch.cat([prefix_ids, input_ids], dim=1)
+            attention_mask = torch.cat([prefix_mask.to(attention_mask.dtype), attention_mask],
+                                       dim=1)
+        position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not detach_body):
+            hidden = self.body(input_ids=input_ids, attention_mask=attention_mask,
+                               position_ids=position_ids).last_hidden_state
+        return self.values_from_hidden(hidden[:, -width:])
+
+    def load_head(self, path: str | Path) -> None:
+        head_file = Path(path) / self.HEAD_FILE
+        if head_file.is_file():
+            self.head.load_state_dict(load_file(str(head_file)))
+
     def save_pretrained(self, path: str | Path) -> None:
-        self.body.save_pretrained(str(path))
+        """The body (unless shared: it is saved as the policy) and ``value_head.safetensors``."""
+        Path(path).mkdir(parents=True, exist_ok=True)
+        if not self.shared:
+            self.body.save_pretrained(str(path))
         save_file({k: v.contiguous() for k, v in self.head.state_dict().items()},
                   str(Path(path) / self.HEAD_FILE))

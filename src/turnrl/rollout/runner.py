@@ -74,13 +74,18 @@ class Runner:
 
     async def _play(self, env: Env, seed: int, group_id: int) -> Trajectory:
         messages, _ = await self._call(env.reset, seed=seed)
+        privileged = (await self._call(env.privileged_info)  # type: ignore[attr-defined]
+                      if env.spec.has_privileged_info else None)
         ledger = TemplateLedger(self.tokenizer)
         ledger.add_messages(messages, turn=-1, add_generation_prompt=False)
         session = f"episode-{next(self._episode_ids)}"
         try:
-            return await self._turns(env, seed, group_id, ledger, session)
+            trajectory = await self._turns(env, seed, group_id, ledger, session)
         finally:
             self.engine.end_session(session)
+        if privileged is not None:  # for a privileged critic; never in the policy's context
+            trajectory.info["privileged_info"] = privileged
+        return trajectory
 
     async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run an env method inline, or in a worker thread when env steps are offloaded."""

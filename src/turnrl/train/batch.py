@@ -84,6 +84,21 @@ def turn_start_values(values: torch.Tensor, inputs: AdvantageInputs) -> torch.Te
     return out
 
 
+def with_critic_prefix(batch: Batch, prefixes: Sequence[Sequence[int]], pad_token_id: int) -> None:
+    """Set the critic's per-row prefix (the privileged input), left-padded to one width P:
+    ``critic_prefix_ids`` (B, P) long and ``critic_prefix_mask`` (B, P) float."""
+    if len(prefixes) != batch.size:
+        raise ValueError(f"{len(prefixes)} critic prefixes for a batch of {batch.size}")
+    width = max(len(p) for p in prefixes)
+    ids = torch.full((batch.size, width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((batch.size, width))
+    for row, prefix in enumerate(prefixes):
+        if prefix:
+            ids[row, width - len(prefix):] = torch.tensor(list(prefix), dtype=torch.long)
+            mask[row, width - len(prefix):] = 1.0
+    batch.critic_prefix_ids, batch.critic_prefix_mask = ids, mask
+
+
 def length_sorted(batch: Batch, rows: torch.Tensor) -> torch.Tensor:
     """``rows`` ordered by sequence length, so micro-batches cut from them carry little padding."""
     lengths = batch.attention_mask[rows].sum(-1)
@@ -119,4 +134,8 @@ def select(batch: Batch, rows: torch.Tensor) -> Batch:
         ref_logprobs=take(batch.ref_logprobs),
         old_values=take(batch.old_values),
         is_weights=take(batch.is_weights),
+        critic_prefix_ids=(None if batch.critic_prefix_ids is None
+                           else batch.critic_prefix_ids[rows]),
+        critic_prefix_mask=(None if batch.critic_prefix_mask is None
+                            else batch.critic_prefix_mask[rows]),
     )

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from turnrl.algos import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 from turnrl.algos.losses import value_loss
 from turnrl.algos.presets import AlgoPreset
-from turnrl.models.policy import ValueModel, token_logprobs
+from turnrl.models.policy import ValueModel, logprobs_from_logits, token_logprobs
 from turnrl.train.batch import length_sorted, select
 from turnrl.types import Batch
 
@@ -34,6 +34,7 @@ class OptimConfig:
     mini_batch_size: int = 64
     micro_batch_size: int = 16
     critic_lr: float = 1e-3
+    vf_coef: float = 0.5  # weight of the value loss in the joint loss of a shared critic
     norm_len: float | None = None  # constant of the seq_mean_token_sum_norm aggregation
     temperature: float = 1.0  # sampling temperature: log-probs are taken at the same one
 
@@ -49,12 +50,17 @@ class Learner:
         self.optim = optim
         self.critic = critic
         self.reference = reference
-        self.optimizer = torch.optim.AdamW(
-            [p for p in policy.parameters() if p.requires_grad],
-            lr=optim.lr, weight_decay=optim.weight_decay,
-        )
+        groups: list[dict] = [{"params": [p for p in policy.parameters() if p.requires_grad],
+                               "lr": optim.lr, "weight_decay": optim.weight_decay}]
+        self.shared_critic = critic is not None and critic.shared
+        if self.shared_critic:  # a value head on the policy: one optimizer, a joint loss
+            assert critic is not None
+            groups.append({"params": list(critic.head.parameters()), "lr": optim.critic_lr,
+                           "weight_decay": 0.0})
+        self.optimizer = torch.optim.AdamW(groups)
         self.critic_optimizer = (
-            torch.optim.AdamW(critic.parameters(), lr=optim.critic_lr) if critic else None
+            torch.optim.AdamW(critic.parameters(), lr=optim.critic_lr)
+            if critic is not None and not self.shared_critic else None
         )
         self.generator = torch.Generator().manual_seed(seed)
         self.aggregate = AGGREGATIONS[algo.loss_agg]
@@ -68,7 +74,13 @@ class Learner:
     def critic_values(self, batch: Batch) -> Tensor:
         """Critic outputs (B, T): V(state after tokens[: t + 1])."""
         assert self.critic is not None
-        return self._chunked(lambda b: self.critic(b.input_ids, b.attention_mask), batch)
+        return self._chunked(lambda b: self._critic_forward(b), batch)
+
+    def _critic_forward(self, batch: Batch, *, detach_body: bool = False) -> Tensor:
+        assert self.critic is not None
+        return self.critic(batch.input_ids, batch.attention_mask,
+                           prefix_ids=batch.critic_prefix_ids,
+                           prefix_mask=batch.critic_prefix_mask, detach_body=detach_body)
 
     @torch.no_grad()
     def policy_logprobs(self, batch: Batch) -> Tensor:
@@ -93,18 +105,25 @@ class Learner:
         return out
 
     # ------------------------------------------------------------------ update
-    def update(self, batch: Batch) -> dict[str, float]:
-        """``epochs`` × shuffled mini-batches of policy (and critic) steps; returns metrics."""
+    def update(self, batch: Batch, *, train_policy: bool = True) -> dict[str, float]:
+        """``epochs`` × shuffled mini-batches of policy (and critic) steps; returns metrics.
+
+        ``train_policy=False`` (critic warm-up) steps the critic alone; a shared critic then
+        trains only its head, so the policy's weights do not move.
+        """
         if batch.adv is None:
             raise ValueError("batch.adv is not set: compute advantages before the update")
+        if not train_policy and self.critic is None:
+            raise ValueError("train_policy=False (critic warm-up) needs a critic")
         sums: dict[str, float] = defaultdict(float)
         steps = 0
         for _ in range(self.optim.epochs):
             order = torch.randperm(batch.size, generator=self.generator)
             for rows in order.split(self.optim.mini_batch_size):
-                for key, value in self._policy_step(batch, rows).items():
-                    sums[key] += value
-                if self.critic is not None:
+                if train_policy:
+                    for key, value in self._policy_step(batch, rows).items():
+                        sums[key] += value
+                if self.critic is not None and not (self.shared_critic and train_policy):
                     for key, value in self._critic_step(batch, rows).items():
                         sums[key] += value
                 steps += 1
@@ -128,9 +147,11 @@ class Learner:
         n_micro = 0
         for micro_rows in length_sorted(batch, rows).split(self.optim.micro_batch_size):
             micro = select(batch, micro_rows)
-            logprobs, entropy = token_logprobs(self.policy, micro.input_ids, micro.attention_mask,
-                                               temperature=self.optim.temperature,
-                                               with_entropy=True)
+            out = self.policy(input_ids=micro.input_ids, attention_mask=micro.attention_mask,
+                              output_hidden_states=self.shared_critic)
+            logprobs, entropy = logprobs_from_logits(out.logits, micro.input_ids,
+                                                     temperature=self.optim.temperature,
+                                                     with_entropy=True)
             assert entropy is not None and micro.adv is not None
             per_token, loss_metrics = self.policy_loss(
                 logprobs, micro.old_logprobs, micro.adv, micro.loss_mask, **self.algo.loss_kwargs)
@@ -145,6 +166,14 @@ class Learner:
                                     **norms)
                 loss = loss + self.kl_coef * kl
                 sums["loss/kl"] += kl.item()
+            if self.shared_critic:  # joint loss: policy + vf_coef · value
+                assert self.critic is not None
+                vf, vf_metrics = self._value_loss(
+                    self.critic.values_from_hidden(out.hidden_states[-1]), micro, norms)
+                loss = loss + self.optim.vf_coef * vf
+                sums["loss/value"] += vf.item()
+                for key, value in vf_metrics.items():
+                    sums[f"_mean/{key}"] += value
             loss.backward()
             sums["loss/policy"] += pg_loss.item()
             sums["loss/entropy"] += ent.item()
@@ -153,7 +182,8 @@ class Learner:
                 sums[f"_mean/{key}"] += value
             n_micro += 1
         grad_norm = float(torch.nn.utils.clip_grad_norm_(
-            [p for p in self.policy.parameters() if p.requires_grad], self.optim.max_grad_norm))
+            [p for group in self.optimizer.param_groups for p in group["params"]],
+            self.optim.max_grad_norm))
         if math.isfinite(grad_norm):
             self.optimizer.step()
         else:
@@ -164,33 +194,46 @@ class Learner:
         metrics["loss/grad_norm"] = grad_norm
         return metrics
 
+    def _value_loss(self, raw_values: Tensor, micro: Batch,
+                    norms: dict[str, float | None]) -> tuple[Tensor, dict[str, float]]:
+        """Token-mean value loss of critic outputs (B, T) against ``micro.ret``."""
+        assert micro.ret is not None
+        clip = self.algo.value_clip
+        per_token, metrics = value_loss(
+            state_values(raw_values), micro.ret, micro.loss_mask,
+            old_values=micro.old_values if clip else None, clip=clip)
+        loss = AGGREGATIONS["token_mean"](per_token, micro.loss_mask,
+                                          total_tokens=norms["total_tokens"])
+        return loss, metrics
+
     def _critic_step(self, batch: Batch, rows: Tensor) -> dict[str, float]:
-        assert self.critic is not None and self.critic_optimizer is not None
+        """One critic optimizer step; a shared critic (during warm-up) trains its head only."""
+        assert self.critic is not None
+        optimizer = self.optimizer if self.shared_critic else self.critic_optimizer
+        assert optimizer is not None
         self.critic.train()
         norms = self._normalisers(batch, rows)
-        self.critic_optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         total = clipfrac = 0.0
         n_micro = len(rows.split(self.optim.micro_batch_size))
         for micro_rows in length_sorted(batch, rows).split(self.optim.micro_batch_size):
             micro = select(batch, micro_rows)
-            assert micro.ret is not None
-            # state value of each token: the critic's output one position earlier
-            values = nn.functional.pad(self.critic(micro.input_ids, micro.attention_mask)[:, :-1],
-                                       (1, 0))
-            clip = self.algo.value_clip
-            per_token, vf_metrics = value_loss(
-                values, micro.ret, micro.loss_mask,
-                old_values=micro.old_values if clip else None, clip=clip)
-            loss = AGGREGATIONS["token_mean"](per_token, micro.loss_mask,
-                                              total_tokens=norms["total_tokens"])
+            loss, vf_metrics = self._value_loss(
+                self._critic_forward(micro, detach_body=self.shared_critic), micro, norms)
             loss.backward()
             total += loss.item()
             clipfrac += vf_metrics.get("loss/vf_clipfrac", 0.0) / n_micro
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.critic.parameters(),
                                                          self.optim.max_grad_norm))
         if math.isfinite(grad_norm):
-            self.critic_optimizer.step()
+            optimizer.step()
         metrics = {"loss/value": total, "loss/value_grad_norm": grad_norm}
         if self.algo.value_clip:
             metrics["loss/vf_clipfrac"] = clipfrac
         return metrics
+
+
+def state_values(values: Tensor) -> Tensor:
+    """Critic outputs (B, T) → state values: ``V_t = values[:, t − 1]`` is the value of the
+    state in which token t was sampled (0 at t = 0)."""
+    return nn.functional.pad(values[:, :-1], (1, 0))

@@ -23,6 +23,7 @@ import torch
 from turnrl import envs
 from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
 from turnrl.algos import needs_critic as advantage_needs_critic
+from turnrl.algos import needs_groups as advantage_needs_groups
 from turnrl.algos.correction import (
     AdaptiveKLController,
     behaviour_correction,
@@ -42,6 +43,7 @@ from turnrl.config import (
 from turnrl.envs.protocol import Env
 from turnrl.eval.evaluate import evaluate
 from turnrl.io import atomic_write_text
+from turnrl.models.chat import encode, render
 from turnrl.models.policy import (
     ValueModel,
     check_model_path,
@@ -57,9 +59,9 @@ from turnrl.rollout.hf import HFEngine
 from turnrl.rollout.runner import Runner
 from turnrl.rollout.stats import rollout_metrics
 from turnrl.train import sft
-from turnrl.train.batch import layout, turn_start_values
+from turnrl.train.batch import layout, turn_start_values, with_critic_prefix
 from turnrl.train.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
-from turnrl.train.learner import Learner, OptimConfig
+from turnrl.train.learner import Learner, OptimConfig, state_values
 from turnrl.train.progress import Progress
 from turnrl.train.tracking import MetricsLogger
 from turnrl.types import Batch, Trajectory
@@ -108,10 +110,23 @@ def check_algo(cfg: Config, algo: AlgoPreset) -> None:
     if algo.kl_target is not None and not algo.kl_coef:
         raise ConfigError("algo.kl_target: the adaptive controller scales kl_coef, so it needs "
                           "a starting algo.kl_coef > 0 (e.g. algo.kl_coef=0.05)")
-    group_based = algo.advantage in ("grpo", "rloo")
-    if group_based and cfg.train.group_size < 2:
+    if advantage_needs_groups(algo.advantage) and cfg.train.group_size < 2:
         raise ConfigError(f"train.group_size: advantage {algo.advantage!r} compares episodes "
                           "of one task, so it needs group_size >= 2; got 1")
+    c = cfg.critic
+    if not advantage_needs_critic(algo.advantage):
+        used = [f"critic.{key}={getattr(c, key)}" for key in ("shared", "privileged")
+                if getattr(c, key)] + ([f"critic.warmup_steps={c.warmup_steps}"]
+                                       if c.warmup_steps else [])
+        if used:
+            raise ConfigError(
+                f"{', '.join(used)}: advantage {algo.advantage!r} (preset {cfg.algo.preset!r}) "
+                "trains no critic; use a critic preset (ppo, turn_ppo) or drop the key")
+    if c.privileged and not envs.spec(cfg.env.id).has_privileged_info:
+        raise ConfigError(
+            f"critic.privileged: env {cfg.env.id!r} has no privileged_info() (its spec does "
+            "not declare has_privileged_info); set critic.privileged=false or use an env "
+            "that provides it")
 
 
 def resolve_algo(algo: AlgoConfig) -> AlgoPreset:
@@ -215,7 +230,8 @@ class Trainer:
 
     def build_learner(self) -> Learner:
         t, r = self.cfg.train, self.cfg.rollout
-        critic = (ValueModel.from_policy(self.policy, source=self.resume_from)
+        c = self.cfg.critic
+        critic = (ValueModel.from_policy(self.policy, source=self.resume_from, shared=c.shared)
                   if advantage_needs_critic(self.algo.advantage) else None)
         reference = None
         if self.algo.kl_coef:
@@ -223,7 +239,7 @@ class Trainer:
         norm_len = t.norm_len or self.env_spec.max_turns * r.max_new_tokens
         optim = OptimConfig(lr=t.lr, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
                             epochs=t.epochs, mini_batch_size=t.mini_batch_size,
-                            micro_batch_size=t.micro_batch_size, critic_lr=t.critic_lr,
+                            micro_batch_size=t.micro_batch_size, critic_lr=c.lr, vf_coef=c.vf_coef,
                             norm_len=float(norm_len), temperature=r.temperature)
         self.kl_controller = (AdaptiveKLController(coef=self.algo.kl_coef,
                                                    target=self.algo.kl_target)
@@ -297,6 +313,9 @@ class Trainer:
         trajectories, metrics = self.collect()
         t1 = time.perf_counter()
         batch = layout(trajectories, self.tokenizer.pad_token_id)
+        if self.cfg.critic.privileged and self.learner.critic is not None:
+            with_critic_prefix(batch, [self.privileged_prefix(x) for x in trajectories],
+                               self.tokenizer.pad_token_id)
         metrics.update(self.score(batch))
         advantage = ADVANTAGES[self.algo.advantage](batch.adv_inputs, **self.algo.adv_kwargs)
         batch.adv, batch.ret = advantage.advantages, advantage.returns
@@ -304,7 +323,9 @@ class Trainer:
             truncated = ~batch.adv_inputs.terminated
             batch.loss_mask = batch.loss_mask * (~truncated)[:, None]
             metrics["rollout/masked_truncated"] = float(truncated.float().mean())
-        metrics.update(self.learner.update(batch))
+        warming_up = step < self.cfg.critic.warmup_steps  # train the critic alone
+        metrics.update(self.learner.update(batch, train_policy=not warming_up))
+        metrics["loss/critic_warmup"] = float(warming_up)
         self.engine.load_weights(self.learner.policy)
         t2 = time.perf_counter()
         save_samples(self.run_dir, step + 1, trajectories, batch, self.cfg.train.save_samples)
@@ -312,6 +333,15 @@ class Trainer:
         return {**rollout_metrics(trajectories), **metrics, **advantage.metrics,
                 "perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
                 "perf/tokens_per_s": tokens / max(t2 - t0, 1e-9)}
+
+    def privileged_prefix(self, trajectory: Trajectory) -> list[int]:
+        """The privileged critic's extra input: the env's ``privileged_info()`` (recorded
+        after reset) as a system message in the chat template."""
+        info = trajectory.info.get("privileged_info", "")
+        text = render(self.tokenizer, [{"role": "system", "content":
+                                        f"Privileged information (critic only): {info}"}],
+                      add_generation_prompt=False)
+        return encode(self.tokenizer, text)
 
     def score(self, batch: Batch) -> dict[str, float]:
         """Everything the advantages and the loss read besides the ledger: the overlong
@@ -330,7 +360,7 @@ class Trainer:
             values = self.learner.critic_values(batch)
             batch.adv_inputs.values = values
             batch.adv_inputs.turn_values = turn_start_values(values, batch.adv_inputs)
-            batch.old_values = torch.nn.functional.pad(values[:, :-1], (1, 0))  # state values
+            batch.old_values = state_values(values)
         if self.learner.reference is not None:
             batch.ref_logprobs = self.learner.reference_logprobs(batch)
             filter_metrics.update(self.apply_kl(batch))

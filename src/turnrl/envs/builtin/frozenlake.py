@@ -43,6 +43,7 @@ SPEC = EnvSpec(
     reward_range=(0.0, 1.0),
     has_oracle=True,
     has_state_key=True,
+    has_privileged_info=True,
 )
 
 INSTRUCTION = "Reach G and avoid H. Reply up, down, left or right."
@@ -151,6 +152,20 @@ class FrozenLake:
             if distances.get(self._moved(self._agent, move)) == here - 1:
                 return move
         return None
+
+    def privileged_info(self) -> str:
+        """A shortest plan from the agent's cell to G (what a critic may know, not the agent):
+        e.g. ``"shortest path: down, right (2 moves)"``, or ``"no path to G"``."""
+        distances = self._distances_to_goal()
+        cell, plan = self._agent, []
+        if distances.get(cell) is None:
+            return "no path to G"
+        while distances[cell] > 0:
+            move = next(m for m in MOVES
+                        if distances.get(self._moved(cell, m)) == distances[cell] - 1)
+            plan.append(move)
+            cell = self._moved(cell, move)
+        return f"shortest path: {', '.join(plan)} ({len(plan)} moves)"
 
     def state_key(self) -> tuple[tuple[str, ...], Cell]:
         return self._rows, self._agent
