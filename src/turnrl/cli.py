@@ -1,4 +1,4 @@
-"""The ``turnrl`` command line: train, sft, eval, envs, algos, init-model.
+"""The ``turnrl`` command line: train, sft, eval, envs, play, algos, init-model.
 
 A user's mistake (bad config, unknown env, missing model dir, unreadable dataset) prints one
 clear ``error:`` line and exits with status 2, without a traceback.
@@ -117,15 +117,48 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_envs(args: argparse.Namespace) -> int:
     from turnrl import envs
 
-    table = Table(title="registered environments")
-    for column in ("id", "max turns", "oracle", "state key", "description"):
+    table = Table(title="registered environments (any Gymnasium env: gym:<id>)")
+    for column in ("id", "max turns", "tools", "oracle", "state key", "privileged",
+                   "description"):
         table.add_column(column)
     for env_id in envs.registered_ids():
         spec = envs.spec(env_id)
-        table.add_row(env_id, str(spec.max_turns), _yes(spec.has_oracle),
-                      _yes(spec.has_state_key), spec.description)
+        table.add_row(env_id, str(spec.max_turns), ", ".join(spec.tools) or "-",
+                      _yes(spec.has_oracle), _yes(spec.has_state_key),
+                      _yes(spec.has_privileged_info), spec.description)
     Console().print(table)
     return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from turnrl import envs
+    from turnrl.envs.play import play
+
+    kwargs = parse_kwargs(args.kwarg or [])
+    try:
+        env = envs.make(args.env, **kwargs)
+    except (TypeError, ValueError) as error:
+        if isinstance(error, UnknownNameError):
+            raise
+        raise UsageError(f"--kwarg for {args.env!r}: {error}") from None
+    try:
+        play(env, seed=args.seed, oracle=args.oracle)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return 0
+
+
+def parse_kwargs(items: Sequence[str]) -> dict:
+    """``["key=value", ...]`` → dict, values parsed as YAML scalars (``max_size=5`` → 5)."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--kwarg {item!r}: expected key=value, e.g. --kwarg max_size=5")
+        out[key] = yaml.safe_load(value)
+    return out
 
 
 def cmd_algos(args: argparse.Namespace) -> int:
@@ -240,6 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("envs", help="list registered environments")
     p.set_defaults(fn=cmd_envs)
+
+    p = sub.add_parser("play", help="play an env in the terminal (or watch its oracle)",
+                       description="Play one episode: type an action per turn (an empty line "
+                       "quits), or --oracle to watch the env's oracle play it.")
+    p.add_argument("env", help="env id, e.g. frozenlake-v0 (see `turnrl envs`)")
+    p.add_argument("--seed", type=int, default=0, help="reset seed (default 0)")
+    p.add_argument("--oracle", action="store_true", help="let the oracle choose the actions")
+    p.add_argument("--kwarg", action="append", metavar="KEY=VALUE",
+                   help="env constructor argument, repeatable (e.g. --kwarg max_size=5)")
+    p.set_defaults(fn=cmd_play)
 
     p = sub.add_parser("algos", help="list algorithm presets and registered functions",
                        description="Each preset is a bundle of registry keys (docs/algorithms.md)."

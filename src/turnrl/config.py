@@ -298,6 +298,17 @@ class AlgoConfig(_Section):
     )
 
 
+class RewardConfig(_Section):
+    """Reward functions (``turnrl.rewards``) added to the env's own rewards."""
+
+    env_weight: float = Field(1.0, description="Weight of the env's own per-turn rewards.")
+    terms: list[dict[str, Any] | str] = Field(
+        default_factory=list, description="Reward functions added on the last turn: names "
+        "(exact_match, f1, math_verify, format, tool_cost, length_penalty, grounded) or "
+        "{name, weight, kwargs, label}; name may be 'package.module:function'."
+    )
+
+
 class CriticConfig(_Section):
     """The critic of the critic presets (advantages gae, turn_gae); ignored by the others."""
 
@@ -445,6 +456,7 @@ class Config(_Section):
     env: EnvConfig = Field(default_factory=EnvConfig, description="The environment.")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling.")
     sft: SFTConfig = Field(default_factory=SFTConfig, description="Supervised warm-up.")
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="Extra rewards.")
     algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL algorithm.")
     critic: CriticConfig = Field(default_factory=CriticConfig, description="The critic.")
     train: TrainConfig = Field(default_factory=TrainConfig, description="The RL loop.")

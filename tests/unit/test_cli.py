@@ -33,10 +33,15 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     return errors[0]
 
 
-def test_envs_lists_the_builtin_envs(capsys) -> None:
+def test_envs_lists_the_builtin_envs(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # one table row per env
     assert main(["envs"]) == 0
     out = capsys.readouterr().out
-    assert "frozenlake-v0" in out and "arithmetic-v0" in out
+    for env_id in ("arithmetic-v0", "dataset-v0", "frozenlake-v0", "guess-v0", "search-qa-v0",
+                   "sokoban-v0"):
+        assert env_id in out
+    row = next(line for line in out.splitlines() if "search-qa-v0" in line)
+    assert "search, answer" in row and "6" in row  # tools and max turns
 
 
 def test_train_help_lists_the_config_keys(capsys) -> None:

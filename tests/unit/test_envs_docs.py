@@ -31,15 +31,15 @@ def isolated(monkeypatch):
 def test_custom_env_example_runs(isolated):
     namespace: dict = {"__name__": "docs_example"}
     exec(compile(doc_example(), str(DOC), "exec"), namespace)
-    assert spec("guess-v0").has_oracle
-    env = make("guess-v0")
+    assert spec("guessnumber-v0").has_oracle
+    env = make("guessnumber-v0")
     assert isinstance(env, namespace["GuessNumber"])
     check_env(env, seeds=range(20))
 
 
 def test_custom_env_example_oracle_always_wins(isolated):
     exec(compile(doc_example(), str(DOC), "exec"), {"__name__": "docs_example"})
-    env = make("guess-v0", high=50)
+    env = make("guessnumber-v0", high=50)
     for seed in range(50):
         env.reset(seed=seed)
         result = env.step(env.oracle_action())

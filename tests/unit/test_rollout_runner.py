@@ -109,6 +109,20 @@ def test_env_steps_of_concurrent_episodes_can_overlap(tokenizer) -> None:
     assert all(t.info["success"] for t in trajectories)
 
 
+class _SlowRendezvousEnv(_RendezvousEnv):
+    """The same env, declaring ``slow_steps``: the runner offloads it without being asked."""
+
+    spec = EnvSpec(id="slow-rendezvous-v0", entry_point="x:y", max_turns=1, slow_steps=True)
+
+
+def test_envs_declaring_slow_steps_run_off_the_event_loop(tokenizer) -> None:
+    runner = Runner(ScriptedEngine(tokenizer, lambda text: "x"), tokenizer, PARAMS)
+    _RendezvousEnv.barrier.reset()
+    assert not any(t.info["success"] for t in runner.collect(_RendezvousEnv, [0], 2))
+    _RendezvousEnv.barrier.reset()  # a fast env runs inline: the two steps could not meet
+    assert all(t.info["success"] for t in runner.collect(_SlowRendezvousEnv, [0], 2))
+
+
 def test_state_keys_are_recorded_per_turn_and_laid_out(tokenizer) -> None:
     from turnrl.train.batch import layout
 

@@ -17,6 +17,7 @@ from turnrl.envs.protocol import (
     HasOracle,
     HasPrivilegedInfo,
     HasStateKey,
+    HasTools,
     parse_env_id,
 )
 from turnrl.envs.registry import (
@@ -44,6 +45,7 @@ __all__ = [
     "HasOracle",
     "HasPrivilegedInfo",
     "HasStateKey",
+    "HasTools",
     "Message",
     "StepResult",
     "UnknownEnvError",

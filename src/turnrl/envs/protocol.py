@@ -62,6 +62,7 @@ class EnvSpec:
     has_oracle: bool = False  # implements oracle_action()
     has_state_key: bool = False  # implements state_key()
     has_privileged_info: bool = False  # implements privileged_info()
+    slow_steps: bool = False  # reset/step block (retrieval, code): the runner uses threads
 
     def __post_init__(self) -> None:
         validate_env_id(self.id)
@@ -144,6 +145,16 @@ class HasStateKey(Protocol):
     """Declared by ``spec.has_state_key``: identical states share a key (step-level grouping)."""
 
     def state_key(self) -> Hashable: ...
+
+
+@runtime_checkable
+class HasTools(Protocol):
+    """Envs with tools (``spec.tools``) may give the chat template their JSON schemas."""
+
+    def tool_schemas(self) -> list[dict]:
+        """JSON tool schemas for ``apply_chat_template(tools=...)``; an env that asks for the
+        compact ``name[arg]`` format may return ``[]`` and describe its tools in its prompt."""
+        ...
 
 
 @runtime_checkable

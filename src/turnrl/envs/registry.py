@@ -13,6 +13,11 @@ Third-party packages register through the ``turnrl.envs`` entry-point group::
 The group is read once, lazily, on the first ``make``/``spec``/``registered_ids``: each entry
 point is loaded (importing its module may itself register envs) and, if the loaded object is
 callable, called with no arguments.
+
+Ids ``gym:<id>`` need no registration: ``make("gym:FrozenLake-v1", is_slippery=False)`` adapts
+Gymnasium's env (``turnrl.envs.gym_adapter``; needs the ``turnrl[gym]`` extra). The instance's
+``spec.id`` is ``gym/frozenlake-v1``, which ``make`` and ``spec`` accept too (unless an env of
+that id is registered). ``registered_ids`` does not list Gymnasium's envs.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from turnrl.envs.protocol import Env, EnvSpec, parse_env_id
 from turnrl.registry import UnknownNameError, unknown_name_message
 
 ENTRY_POINT_GROUP = "turnrl.envs"
+GYM_PREFIX = "gym:"  # make("gym:<Gymnasium id>")
 
 _SPECS: dict[str, EnvSpec] = {}
 _loaded_plugins: set[str] = set()  # "name = value" of entry points already loaded
@@ -94,8 +100,15 @@ def registered_ids() -> list[str]:
 
 
 def spec(id: str) -> EnvSpec:
-    """The registered spec of ``id`` (a copy: editing it changes nothing)."""
+    """The registered spec of ``id`` (a copy: editing it changes nothing).
+
+    For ``gym:<id>`` it is the spec of the adapted Gymnasium env with default options.
+    """
     load_plugins()
+    if _is_gym_id(id):
+        from turnrl.envs.gym_adapter import gym_env_spec
+
+        return gym_env_spec(id)
     return _copy(_lookup(id))
 
 
@@ -104,8 +117,13 @@ def make(id: str, **overrides: Any) -> Env:
 
     The instance's ``spec`` carries every constructor argument it was built with, and
     ``max_turns`` reflects an override when the constructor takes ``max_turns``.
+    ``make("gym:<id>", **kwargs)`` adapts a Gymnasium env (see ``turnrl.envs.gym_adapter``).
     """
     load_plugins()
+    if _is_gym_id(id):
+        from turnrl.envs.gym_adapter import make_gym_env
+
+        return make_gym_env(id, **overrides)
     registered = _lookup(id)
     factory = _load_entry_point(registered)
     params = _keyword_params(factory)
@@ -143,6 +161,13 @@ def load_plugins() -> None:
             ) from exc
         _loaded_plugins.add(label)
     _plugins_scanned = True
+
+
+def _is_gym_id(id: str) -> bool:
+    """``gym:<id>``, or the ``gym/<id>`` form of an adapted env's spec when not registered."""
+    return isinstance(id, str) and (
+        id.startswith(GYM_PREFIX) or (id.startswith("gym/") and id not in _SPECS)
+    )
 
 
 def _lookup(id: str) -> EnvSpec:

@@ -20,15 +20,16 @@ class ChatTemplateError(ValueError):
 
 
 def render(tokenizer: PreTrainedTokenizerBase, messages: list[Message], *,
-           add_generation_prompt: bool) -> str:
-    """The chat template's text for ``messages``."""
+           add_generation_prompt: bool, tools: list[dict] | None = None) -> str:
+    """The chat template's text for ``messages`` (and the JSON tool schemas ``tools``, which
+    templates with tool support put in the system prompt)."""
     if tokenizer.chat_template is None:
         raise ChatTemplateError(
             f"tokenizer {tokenizer.name_or_path!r} has no chat template; use an instruct/chat "
             "model or set tokenizer.chat_template"
         )
     text = tokenizer.apply_chat_template(
-        messages, tokenize=False, add_generation_prompt=add_generation_prompt
+        messages, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt
     )
     assert isinstance(text, str)
     return text
@@ -54,12 +55,14 @@ class TemplateLedger:
     logprobs: list[float] = field(default_factory=list)
     turn_index: list[int] = field(default_factory=list)
     text: str = ""
+    tools: list[dict] | None = None  # JSON tool schemas rendered by the template (fixed)
 
     def delta(self, messages: list[Message], *,
               add_generation_prompt: bool) -> tuple[str, list[int]]:
         """The template's text and the new token ids if ``messages`` were appended (no change)."""
         conversation = self.messages + messages
-        full = render(self.tokenizer, conversation, add_generation_prompt=add_generation_prompt)
+        full = render(self.tokenizer, conversation, add_generation_prompt=add_generation_prompt,
+                      tools=self.tools)
         if not full.startswith(self.text):
             raise ChatTemplateError(
                 "the chat template does not render the conversation as an extension of its "
@@ -98,14 +101,14 @@ class TemplateLedger:
         self.turn_index.extend([turn] * len(ids))
 
 
-def ledger_from_messages(tokenizer: PreTrainedTokenizerBase,
-                         messages: list[Message]) -> TemplateLedger:
+def ledger_from_messages(tokenizer: PreTrainedTokenizerBase, messages: list[Message], *,
+                         tools: list[dict] | None = None) -> TemplateLedger:
     """Ledger of a finished conversation (for SFT): assistant contents + EOS are 'sampled'.
 
     Assistant turns are tokenized as the model would have produced them: the content's
     tokens followed by the EOS token; everything else is a template delta with mask 0.
     """
-    ledger = TemplateLedger(tokenizer)
+    ledger = TemplateLedger(tokenizer, tools=tools)
     pending: list[Message] = []
     turn = -1
     for message in messages:

@@ -10,10 +10,15 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from turnrl.envs.protocol import Env
+from turnrl.envs.protocol import Env, HasTools
 from turnrl.models.chat import TemplateLedger
 from turnrl.rollout.engine import Engine, SamplingParams
 from turnrl.types import Trajectory
+
+
+# what reward functions read (turnrl.rewards): the gold answer from reset info; the agent's
+# final answer and the evidence it retrieved from step info. Copied into trajectory.info.
+ANSWER_KEYS = ("answer", "final_answer", "retrieved")
 
 
 def stable_hash(key: Hashable) -> int:
@@ -33,9 +38,10 @@ class Runner:
         tokenizer: renders messages with its chat template.
         params: sampling parameters of every agent turn.
         max_context_tokens: an episode whose next prompt would not fit is truncated.
-        offload_env_steps: run ``env.reset``/``env.step`` in worker threads so a slow env
-            (retrieval, code execution) does not stall the other episodes' generation.
-            Off by default: for fast envs the thread hand-off only splits engine batches.
+        offload_env_steps: run every env's ``reset``/``step`` in worker threads. Envs whose
+            spec declares ``slow_steps`` (retrieval, code execution) always run there, so
+            they do not stall the other episodes' generation; for fast envs the thread
+            hand-off would only split engine batches, so they run inline by default.
     """
 
     _episode_ids = itertools.count()
@@ -73,23 +79,24 @@ class Runner:
             env.close()
 
     async def _play(self, env: Env, seed: int, group_id: int) -> Trajectory:
-        messages, _ = await self._call(env.reset, seed=seed)
-        privileged = (await self._call(env.privileged_info)  # type: ignore[attr-defined]
+        messages, reset_info = await self._call(env, env.reset, seed=seed)
+        privileged = (await self._call(env, env.privileged_info)  # type: ignore[attr-defined]
                       if env.spec.has_privileged_info else None)
-        ledger = TemplateLedger(self.tokenizer)
+        tools = env.tool_schemas() if isinstance(env, HasTools) else None
+        ledger = TemplateLedger(self.tokenizer, tools=tools)
         ledger.add_messages(messages, turn=-1, add_generation_prompt=False)
         session = f"episode-{next(self._episode_ids)}"
         try:
-            trajectory = await self._turns(env, seed, group_id, ledger, session)
+            trajectory = await self._turns(env, seed, group_id, ledger, session, reset_info)
         finally:
             self.engine.end_session(session)
         if privileged is not None:  # for a privileged critic; never in the policy's context
             trajectory.info["privileged_info"] = privileged
         return trajectory
 
-    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run an env method inline, or in a worker thread when env steps are offloaded."""
-        if self.offload_env_steps:
+    async def _call(self, env: Env, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run an env method inline, or in a worker thread for slow envs (or when asked)."""
+        if self.offload_env_steps or env.spec.slow_steps:
             return await asyncio.to_thread(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
@@ -103,12 +110,14 @@ class Runner:
         return True
 
     async def _turns(self, env: Env, seed: int, group_id: int, ledger: TemplateLedger,
-                     session: str) -> Trajectory:
+                     session: str, reset_info: dict[str, Any]) -> Trajectory:
         eos = self.tokenizer.eos_token_id
         turn_rewards: list[float] = []
         step_info: dict[str, Any] = {}
         terminated = truncated = False
-        counts = {"invalid_actions": 0, "length_finishes": 0, "context_overflow": 0}
+        counts = {"invalid_actions": 0, "length_finishes": 0, "context_overflow": 0,
+                  "tool_calls": 0, "tool_errors": 0}
+        answer_info: dict[str, Any] = {k: reset_info[k] for k in ANSWER_KEYS if k in reset_info}
         state_keys: list[int] = []
         for turn in range(env.spec.max_turns):
             if not self._open_turn(ledger, turn):
@@ -121,9 +130,12 @@ class Runner:
             action = ledger.add_sampled(completion.token_ids, completion.logprobs, turn=turn,
                                         eos_token_id=eos)
             counts["length_finishes"] += completion.finish_reason == "length"
-            result = await self._call(env.step, action)
+            result = await self._call(env, env.step, action)
             step_info = result.info
             counts["invalid_actions"] += bool(step_info.get("invalid_action", False))
+            counts["tool_calls"] += int(step_info.get("tool_calls", 0))
+            counts["tool_errors"] += bool(step_info.get("tool_error", False))
+            answer_info.update({k: step_info[k] for k in ANSWER_KEYS if k in step_info})
             turn_rewards.append(float(result.reward))
             terminated = bool(result.terminated)
             truncated = bool(result.truncated) or (
@@ -132,7 +144,8 @@ class Runner:
             ledger.add_messages(result.observation, turn=turn, add_generation_prompt=False)
             if terminated or truncated:
                 break
-        info: dict[str, Any] = {"success": bool(step_info.get("success", False)), **counts}
+        info: dict[str, Any] = {"success": bool(step_info.get("success", False)), **counts,
+                                **answer_info}
         if env.spec.has_state_key:
             info["state_keys"] = state_keys
         return Trajectory(

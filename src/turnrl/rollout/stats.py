@@ -33,5 +33,7 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         "rollout/invalid_actions": mean([t.info.get("invalid_actions", 0) for t in trajectories]),
         "rollout/length_finishes": mean([t.info.get("length_finishes", 0)
                                          for t in trajectories]),
+        "rollout/tool_calls": mean([t.info.get("tool_calls", 0) for t in trajectories]),
+        "rollout/tool_errors": mean([t.info.get("tool_errors", 0) for t in trajectories]),
         "rollout/episodes": float(len(trajectories)),
     }

@@ -40,7 +40,8 @@ from turnrl.config import (
     save_config,
     validate_names,
 )
-from turnrl.envs.protocol import Env
+from turnrl.envs.protocol import Env, HasTools
+from turnrl.envs.registry import GYM_PREFIX, UnknownEnvError
 from turnrl.eval.evaluate import evaluate
 from turnrl.io import atomic_write_text
 from turnrl.models.chat import encode, render
@@ -54,6 +55,7 @@ from turnrl.models.policy import (
     resolve_dtype,
 )
 from turnrl.models.tiny import init_tiny_model
+from turnrl.rewards import CombinedReward, RewardSpecError, combine
 from turnrl.rollout.engine import SamplingParams
 from turnrl.rollout.hf import HFEngine
 from turnrl.rollout.runner import Runner
@@ -88,7 +90,9 @@ def check_names(cfg: Config) -> None:
         "algo.policy_loss": POLICY_LOSSES.names(),
         "algo.loss_agg": AGGREGATIONS.names(),
         "algo.kl_estimator": KL_ESTIMATORS.names(),
-        "env.id": envs.registered_ids(),
+        # gym:<id> names any Gymnasium env; check_env_kwargs checks it exists
+        "env.id": envs.registered_ids() + ([cfg.env.id]
+                                           if cfg.env.id.startswith(GYM_PREFIX) else []),
     })
 
 
@@ -96,6 +100,9 @@ def check_env_kwargs(cfg: Config) -> None:
     """Build the env once so a bad ``env.kwargs`` entry fails before any heavy work."""
     try:
         envs.make(cfg.env.id, **cfg.env.kwargs).close()
+    except (UnknownEnvError, ImportError) as error:  # a gym: id gymnasium lacks, or no gymnasium
+        where = cfg.origin_of("env.id")
+        raise ConfigError(f"{where + ': ' if where else ''}env.id: {error}") from None
     except (TypeError, ValueError) as error:
         # point at the kwarg the error names (an override or its YAML line), else the section
         found = [(m.start(), key) for key in cfg.env.kwargs
@@ -127,6 +134,34 @@ def check_algo(cfg: Config, algo: AlgoPreset) -> None:
             f"critic.privileged: env {cfg.env.id!r} has no privileged_info() (its spec does "
             "not declare has_privileged_info); set critic.privileged=false or use an env "
             "that provides it")
+
+
+def build_rewards(cfg: Config) -> CombinedReward | None:
+    """``reward.terms`` as one weighted sum (None when there are none)."""
+    if not cfg.reward.terms:
+        return None
+    origin = cfg.origin_of("reward.terms")
+    try:
+        return combine(cfg.reward.terms,
+                       where=f"{origin}: reward.terms" if origin else "reward.terms")
+    except RewardSpecError as error:
+        raise ConfigError(str(error)) from None
+
+
+def apply_rewards(trajectories: list[Trajectory], rewards: CombinedReward | None, *,
+                  env_weight: float) -> dict[str, float]:
+    """Turn rewards become ``env_weight · r_k``, plus ``Σ_i w_i f_i(trajectory)`` on the
+    last turn; returns ``reward/<label>`` means (unweighted) over the episodes."""
+    sums: dict[str, float] = {}
+    for traj in trajectories:
+        traj.turn_rewards = [env_weight * r for r in traj.turn_rewards]
+        if rewards is None or not traj.turn_rewards:
+            continue
+        total, parts = rewards.score(traj)
+        traj.turn_rewards[-1] += total
+        for label, value in parts.items():
+            sums[f"reward/{label}"] = sums.get(f"reward/{label}", 0.0) + value
+    return {key: value / max(len(trajectories), 1) for key, value in sums.items()}
 
 
 def resolve_algo(algo: AlgoConfig) -> AlgoPreset:
@@ -193,6 +228,7 @@ class Trainer:
         self.cfg = cfg
         self.algo = resolve_algo(cfg.algo)
         check_algo(cfg, self.algo)
+        self.rewards = build_rewards(cfg)
         self.device = setup_torch(cfg)
         self.make_env = env_factory(cfg)
         self.env_spec = envs.spec(cfg.env.id)
@@ -286,7 +322,11 @@ class Trainer:
             conversations = sft.oracle_demonstrations(
                 self.make_env, range(start, start + c.episodes),
                 random_action_prob=c.random_action_prob, seed=self.cfg.run.seed)
-        trajectories = sft.conversations_to_trajectories(self.tokenizer, conversations)
+        probe = self.make_env()
+        tools = probe.tool_schemas() if isinstance(probe, HasTools) else None
+        probe.close()
+        trajectories = sft.conversations_to_trajectories(self.tokenizer, conversations,
+                                                         tools=tools)
         total = c.epochs * -(-len(trajectories) // c.batch_size)
         with self.progress.task("SFT", total) as advance:
             for i, metrics in enumerate(sft.sft_steps(
@@ -311,6 +351,8 @@ class Trainer:
         assert self.learner is not None
         t0 = time.perf_counter()
         trajectories, metrics = self.collect()
+        metrics.update(apply_rewards(trajectories, self.rewards,
+                                     env_weight=self.cfg.reward.env_weight))
         t1 = time.perf_counter()
         batch = layout(trajectories, self.tokenizer.pad_token_id)
         if self.cfg.critic.privileged and self.learner.critic is not None:

@@ -93,11 +93,13 @@ def load_conversations(path: str | Path) -> list[list[Message]]:
 
 
 def conversations_to_trajectories(tokenizer: PreTrainedTokenizerBase,
-                                  conversations: Sequence[list[Message]]) -> list[Trajectory]:
-    """Token ledgers of finished conversations (loss_mask = assistant tokens)."""
+                                  conversations: Sequence[list[Message]], *,
+                                  tools: list[dict] | None = None) -> list[Trajectory]:
+    """Token ledgers of finished conversations (loss_mask = assistant tokens); ``tools`` are
+    the env's JSON tool schemas, rendered as the runner renders them."""
     trajectories = []
     for i, messages in enumerate(conversations):
-        ledger = ledger_from_messages(tokenizer, messages)
+        ledger = ledger_from_messages(tokenizer, messages, tools=tools)
         trajectories.append(Trajectory(
             env_id="sft", seed=i, group_id=i, messages=ledger.messages,
             token_ids=ledger.token_ids, loss_mask=ledger.loss_mask, logprobs=ledger.logprobs,

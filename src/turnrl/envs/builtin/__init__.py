@@ -1,8 +1,13 @@
 """Built-in envs, one module each. ``turnrl.envs`` registers ``BUILTIN_SPECS`` at import."""
 
 from turnrl.envs.builtin.arithmetic import SPEC as ARITHMETIC_SPEC
+from turnrl.envs.builtin.dataset import SPEC as DATASET_SPEC
 from turnrl.envs.builtin.frozenlake import SPEC as FROZENLAKE_SPEC
+from turnrl.envs.builtin.guess import SPEC as GUESS_SPEC
+from turnrl.envs.builtin.search_qa import SPEC as SEARCH_QA_SPEC
+from turnrl.envs.builtin.sokoban import SPEC as SOKOBAN_SPEC
 
-BUILTIN_SPECS = (ARITHMETIC_SPEC, FROZENLAKE_SPEC)
+BUILTIN_SPECS = (ARITHMETIC_SPEC, DATASET_SPEC, FROZENLAKE_SPEC, GUESS_SPEC, SEARCH_QA_SPEC,
+                 SOKOBAN_SPEC)
 
 __all__ = ["BUILTIN_SPECS"]

@@ -1,0 +1,405 @@
+"""``dataset-v0``: one question from a local dataset, answered in one turn and checked.
+
+Tests whether the agent answers a verifiable question (math, short-answer QA) from your own
+data: a JSONL (or JSON array) file, a CSV/TSV file, a Parquet file, or a directory saved
+with Hugging Face ``datasets``' ``save_to_disk``. Without ``path`` it plays the bundled
+``data/sample_math.jsonl`` (50 generated arithmetic and algebra questions)::
+
+    user:      Solve for x: 3x + 4 = 13.
+    assistant: x = 3
+    user:      Correct.                     reward 1.0, terminated
+
+``reset(seed)`` plays row ``seed % len(dataset)`` (seed ``s`` and ``s + len`` are the same
+task); ``reset()`` without a seed draws a row at random. The first message is
+``system_prompt`` when given, then the question (column ``question_key``) as the user.
+
+The reply earns 1.0 when it matches the gold answer (column ``answer_key``; a list of strings
+means any of them is right), else 0.0, and the episode terminates. ``checker`` decides how:
+
+* ``"math"``: ``math_verify.parse`` of the reply (its last ``\\boxed{}``, LaTeX or plain
+  expression) ``verify``-equal to the gold, parsed as LaTeX: ``"0.5"`` matches
+  ``"\\frac{1}{2}"``, ``"3"`` and ``"x = 3"`` match each other, ``"1/2"`` matches ``"0.5"``.
+* ``"exact"``: equal after normalising both (lowercase, punctuation and the articles a/an/the
+  removed, whitespace collapsed): ``"The Eiffel Tower."`` matches ``"eiffel tower"``.
+* ``"auto"`` (default): ``"math"`` for a gold that contains a digit or a LaTeX command, has no
+  word of two or more letters other than math names (``sqrt``, ``pi``, ...) and parses as
+  math; ``"exact"`` otherwise (``"Paris"``, ``"12 apples"``).
+
+Outside the main thread math-verify runs without its signal-based timeout (it cannot use one).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+import random
+import re
+import string
+import threading
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from turnrl.envs.protocol import EnvSpec
+from turnrl.types import Message, StepResult
+
+SPEC = EnvSpec(
+    id="dataset-v0",
+    entry_point="turnrl.envs.builtin.dataset:DatasetEnv",
+    max_turns=1,
+    description="One question from a local dataset (JSONL, CSV, Parquet, datasets dir); the "
+    "reply is checked against the gold answer (math-verify or normalised exact match).",
+    reward_range=(0.0, 1.0),
+    has_oracle=True,
+)
+
+CHECKERS = ("auto", "math", "exact")
+SAMPLE_FILE = "data/sample_math.jsonl"  # inside the turnrl.envs.builtin package
+FILE_TYPES = {".jsonl": "json", ".ndjson": "json", ".json": "json", ".csv": "csv",
+              ".tsv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+MATH_TIMEOUT_S = 5  # math-verify's per-parse and per-comparison timeout (main thread only)
+# Words allowed in a math gold under checker="auto" (besides LaTeX commands).
+MATH_WORDS = frozenset({"sqrt", "sin", "cos", "tan", "log", "ln", "exp", "pi", "inf", "infty"})
+
+Record = tuple[str, dict[str, Any]]  # (where: "line 3" / "row 3", the row)
+
+
+class DatasetEnvError(ValueError):
+    """A dataset that cannot be used; the message names the file, the row and the fix."""
+
+
+class DatasetEnv:
+    """Single-turn questions from a local dataset, checked against the gold answer."""
+
+    def __init__(
+        self,
+        *,
+        path: str | None = None,
+        question_key: str = "question",
+        answer_key: str = "answer",
+        system_prompt: str | None = None,
+        split: str | None = None,
+        checker: str = "auto",
+    ) -> None:
+        if checker not in CHECKERS:
+            raise ValueError(f"dataset-v0: checker={checker!r} is not one of {CHECKERS}")
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise TypeError(f"dataset-v0: system_prompt must be a str, got {system_prompt!r}")
+        source = sample_path() if path is None else Path(path).expanduser()
+        self.rows = load_rows(source, question_key, answer_key, split)
+        self.path, self.question_key, self.answer_key = path, question_key, answer_key
+        self.system_prompt, self.split, self.checker = system_prompt, split, checker
+        if checker == "math":
+            import_math_verify()
+        self.spec = replace(SPEC, kwargs={
+            "path": path,
+            "question_key": question_key,
+            "answer_key": answer_key,
+            "system_prompt": system_prompt,
+            "split": split,
+            "checker": checker,
+        })
+        self._source = source
+        self._rng: random.Random | None = None
+        self._row: int | None = None  # the row being answered; None once answered
+        self._checkers: dict[int, str] = {}  # row -> "math" | "exact", decided on first use
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    # -- the Env protocol -------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
+        """Row ``seed % len(self)``; a random row when ``seed`` is None."""
+        if options:
+            raise ValueError(f"dataset-v0: reset takes no options, got {sorted(options)}")
+        if seed is not None or self._rng is None:
+            self._rng = random.Random(seed)
+        row = seed % len(self.rows) if seed is not None else self._rng.randrange(len(self.rows))
+        self._row = row
+        self._checker_of(row)  # a gold that checker="math" cannot parse fails here
+        messages: list[Message] = []
+        if self.system_prompt is not None:
+            messages.append({"role": "system", "content": self.system_prompt})
+        messages.append({"role": "user", "content": self.rows[row][0]})
+        return messages, {"row": row}
+
+    def step(self, action: str) -> StepResult:
+        if self._row is None:
+            raise RuntimeError("dataset-v0: call reset() before step() (the episode is over)")
+        row, self._row = self._row, None
+        answers = self.rows[row][1]
+        checker = self._checker_of(row)
+        if checker == "math":
+            success = any(math_equal(action, gold) for gold in answers)
+        else:
+            success = any(exact_equal(action, gold) for gold in answers)
+        text = "Correct." if success else f"Wrong, the answer is {answers[0]}."
+        return StepResult(
+            observation=[{"role": "user", "content": text}],
+            reward=1.0 if success else 0.0,
+            terminated=True,
+            truncated=False,
+            info={"success": success, "checker": checker, "row": row},
+        )
+
+    def close(self) -> None:
+        pass
+
+    # -- optional capabilities --------------------------------------------------------------
+
+    def oracle_action(self) -> str | None:
+        """The gold answer (the first one when there are several)."""
+        return None if self._row is None else self.rows[self._row][1][0]
+
+    def sample_action(self, rng: random.Random) -> str:
+        """The gold answer of a random row, from the caller's ``rng`` (mostly wrong)."""
+        return rng.choice(self.rows)[1][0]
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _checker_of(self, row: int) -> str:
+        if row not in self._checkers:
+            answers = self.rows[row][1]
+            if self.checker == "math":
+                if not all(map(parses_as_math, answers)):
+                    raise DatasetEnvError(
+                        f"dataset-v0: {self._source} row {row}: math-verify cannot parse the "
+                        f"gold answer {answers!r}; use checker='auto' or 'exact', or fix it"
+                    )
+                self._checkers[row] = "math"
+            elif self.checker == "exact":
+                self._checkers[row] = "exact"
+            else:
+                self._checkers[row] = "math" if all(map(looks_like_math, answers)) else "exact"
+        return self._checkers[row]
+
+
+# -- checking replies ---------------------------------------------------------------------------
+
+
+def normalize_answer(text: str) -> str:
+    """Lowercase, drop punctuation and the articles a/an/the, collapse whitespace (SQuAD)."""
+    text = "".join(ch for ch in text.lower() if ch not in string.punctuation)
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def exact_equal(reply: str, gold: str) -> bool:
+    """``normalize_answer(reply) == normalize_answer(gold)``."""
+    return normalize_answer(reply) == normalize_answer(gold)
+
+
+def math_equal(reply: str, gold: str) -> bool:
+    """math-verify: does the answer extracted from ``reply`` equal the gold expression?"""
+    math_verify = import_math_verify()
+    timeout = _math_timeout()
+    parsed_gold = parse_gold(gold)
+    parsed_reply = math_verify.parse(reply, parsing_timeout=timeout)
+    return bool(parsed_gold and parsed_reply
+                and math_verify.verify(parsed_gold, parsed_reply, timeout_seconds=timeout))
+
+
+def parse_gold(gold: str) -> list[Any]:
+    """The gold answer parsed by math-verify as LaTeX (wrapped in ``$...$`` unless it has
+    ``$`` or ``\\boxed``): SymPy objects, possibly followed by the matched string (alone when
+    SymPy cannot parse it); an empty list when nothing matched."""
+    math_verify = import_math_verify()
+    timeout = _math_timeout()
+    text = gold if "$" in gold or "\\boxed" in gold else f"${gold}$"
+    return math_verify.parse(text, parsing_timeout=timeout) or math_verify.parse(
+        gold, parsing_timeout=timeout)
+
+
+def parses_as_math(gold: str) -> bool:
+    """math-verify turns ``gold`` into a SymPy object (not just its fallback string)."""
+    return any(not isinstance(item, str) for item in parse_gold(gold))
+
+
+def looks_like_math(gold: str) -> bool:
+    """``checker="auto"``'s test: a digit or LaTeX command, no words but math names, parses."""
+    if not re.search(r"\d|\\[a-zA-Z]", gold):
+        return False
+    words = re.findall(r"[A-Za-z]{2,}", re.sub(r"\\[a-zA-Z]+", " ", gold))
+    if any(word.lower() not in MATH_WORDS for word in words):
+        return False
+    return parses_as_math(gold)
+
+
+def import_math_verify() -> Any:
+    """``math_verify``, or an ImportError saying how to install it."""
+    try:
+        return importlib.import_module("math_verify")
+    except ImportError as exc:
+        raise ImportError(
+            "dataset-v0: checking math answers needs math-verify, which is not installed; "
+            "pip install math-verify (or use checker='exact')"
+        ) from exc
+
+
+def _math_timeout() -> int | None:
+    # math-verify's timeout uses signal.alarm, which only the main thread may set.
+    return MATH_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+
+def sample_path() -> Path:
+    """The bundled sample dataset, ``turnrl/envs/builtin/data/sample_math.jsonl``."""
+    return Path(str(resources.files("turnrl.envs.builtin").joinpath(SAMPLE_FILE)))
+
+
+def load_rows(
+    path: Path, question_key: str, answer_key: str, split: str | None = None
+) -> list[tuple[str, tuple[str, ...]]]:
+    """``(question, gold answers)`` of every row; ``DatasetEnvError`` naming what is wrong."""
+    records, columns = _read(path, split)
+    if not records:
+        where = f"{path} (split {split!r})" if split else str(path)
+        raise DatasetEnvError(f"dataset-v0: {where} has no rows; point path at a non-empty "
+                              "dataset")
+    for role, key in (("question_key", question_key), ("answer_key", answer_key)):
+        if key not in columns:
+            raise DatasetEnvError(
+                f"dataset-v0: column {key!r} not found in {path}; columns present: "
+                f"{', '.join(columns) or 'none'}; pass {role}='<one of them>'"
+            )
+    rows = []
+    for where, record in records:
+        question = record.get(question_key)
+        if question is None or (isinstance(question, str) and not question.strip()):
+            raise DatasetEnvError(f"dataset-v0: {path} {where}: empty {question_key!r}")
+        answers = _answers(record.get(answer_key))
+        if not answers:
+            raise DatasetEnvError(
+                f"dataset-v0: {path} {where}: {answer_key!r} must be a non-empty string, number "
+                f"or list of them, got {record.get(answer_key)!r}"
+            )
+        rows.append((str(question), answers))
+    return rows
+
+
+def _answers(value: Any) -> tuple[str, ...]:
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if any(v is None or isinstance(v, (dict, list, tuple)) for v in values):
+        return ()
+    answers = tuple(str(v).strip() for v in values)
+    return answers if all(answers) else ()
+
+
+def _read(path: Path, split: str | None) -> tuple[list[Record], list[str]]:
+    if not path.exists():
+        raise DatasetEnvError(f"dataset-v0: dataset file {str(path)!r} does not exist; check path")
+    if path.is_dir():
+        return _read_saved_dataset(path, split)
+    kind = FILE_TYPES.get(path.suffix.lower())
+    if kind is None:
+        raise DatasetEnvError(
+            f"dataset-v0: cannot read {path}: unsupported file type {path.suffix or '(none)'!r}; "
+            f"use {', '.join(FILE_TYPES)} or a directory saved with datasets' save_to_disk"
+        )
+    if split is not None:
+        raise DatasetEnvError(
+            f"dataset-v0: split={split!r} selects a split of a saved DatasetDict directory; "
+            f"{path} is a single file, so drop split"
+        )
+    try:
+        if kind == "json":
+            records = _read_json(path)
+        elif kind == "csv":
+            records = _read_csv(path)
+        else:
+            records = _read_parquet(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetEnvError(f"dataset-v0: cannot read {path}: {exc}") from exc
+    columns: dict[str, None] = {}
+    for _, record in records:
+        columns.update(dict.fromkeys(record))
+    return records, list(columns)
+
+
+def _read_json(path: Path) -> list[Record]:
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("["):  # a JSON array of objects
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetEnvError(f"dataset-v0: {path} is not valid JSON: {exc}") from exc
+        lines = [(f"item {i}", item) for i, item in enumerate(data)]
+    else:
+        lines = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                lines.append((f"line {number}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise DatasetEnvError(
+                    f"dataset-v0: {path} line {number} is not valid JSON ({exc.msg}); each line "
+                    "of a JSONL file must be one JSON object"
+                ) from exc
+    for where, item in lines:
+        if not isinstance(item, dict):
+            raise DatasetEnvError(f"dataset-v0: {path} {where} must be a JSON object with the "
+                                  f"question and answer, got {type(item).__name__}")
+    return lines
+
+
+def _read_csv(path: Path) -> list[Record]:
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        try:
+            # line 1 is the header; DictReader.line_num is the line a row ends on
+            return [(f"line {reader.line_num}", dict(row)) for row in reader]
+        except csv.Error as exc:
+            raise DatasetEnvError(f"dataset-v0: {path} line {reader.line_num}: {exc}") from exc
+
+
+def _read_parquet(path: Path) -> list[Record]:
+    try:
+        parquet = importlib.import_module("pyarrow.parquet")
+    except ImportError as exc:
+        raise ImportError(f"dataset-v0: reading {path} needs pyarrow, which is not installed; "
+                          "pip install pyarrow") from exc
+    try:
+        table = parquet.read_table(path)
+    except Exception as exc:  # pyarrow raises ArrowInvalid and friends on a bad file
+        raise DatasetEnvError(f"dataset-v0: cannot read {path} as Parquet: {exc}") from exc
+    return [(f"row {i}", record) for i, record in enumerate(table.to_pylist())]
+
+
+def _read_saved_dataset(path: Path, split: str | None) -> tuple[list[Record], list[str]]:
+    try:
+        datasets = importlib.import_module("datasets")
+    except ImportError as exc:
+        raise ImportError(f"dataset-v0: reading the saved dataset {path} needs the datasets "
+                          "package, which is not installed; pip install datasets") from exc
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except Exception as exc:  # FileNotFoundError, ValueError... on a dir that is no dataset
+        raise DatasetEnvError(
+            f"dataset-v0: cannot load {path} with datasets.load_from_disk ({exc}); point path "
+            "at a directory written by Dataset.save_to_disk or at a JSONL/CSV/Parquet file"
+        ) from exc
+    if isinstance(loaded, datasets.DatasetDict):
+        splits = sorted(loaded)
+        if split is None:
+            if "train" not in loaded and len(splits) != 1:
+                raise DatasetEnvError(f"dataset-v0: {path} has splits {', '.join(splits)}; "
+                                      "choose one with split=...")
+            split = "train" if "train" in loaded else splits[0]
+        if split not in loaded:
+            raise DatasetEnvError(f"dataset-v0: {path} has no split {split!r}; splits: "
+                                  f"{', '.join(splits)}")
+        loaded = loaded[split]
+    elif split is not None:
+        raise DatasetEnvError(f"dataset-v0: {path} is a single Dataset, not a DatasetDict; "
+                              f"drop split={split!r}")
+    records = [(f"row {i}", record) for i, record in enumerate(loaded.to_list())]
+    return records, list(loaded.column_names)

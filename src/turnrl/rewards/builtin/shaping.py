@@ -1,0 +1,84 @@
+"""Shaping rewards: the reply's format, the cost of tool calls, and overlong replies."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from turnrl.rewards.answers import compile_pattern, last_assistant_message
+from turnrl.rewards.registry import register_reward
+from turnrl.types import Trajectory
+
+__all__ = ["count_tool_calls", "format_reward", "length_penalty", "tool_cost"]
+
+
+@register_reward("format")
+def format_reward(trajectory: Trajectory, *, pattern: str,
+                  mode: Literal["fullmatch", "search"] = "fullmatch") -> float:
+    """1.0 if the last assistant message (stripped of surrounding whitespace) matches
+    ``pattern``, else 0.0 (also when there is no assistant message).
+
+    Args:
+        pattern: a regex, compiled with ``re.DOTALL`` so ``.`` spans lines, e.g.
+            ``"<think>.*</think>\\s*<answer>.*</answer>"``.
+        mode: ``"fullmatch"`` (the whole message must match) or ``"search"`` (anywhere).
+    """
+    if mode not in ("fullmatch", "search"):
+        raise ValueError(f"reward 'format': mode must be 'fullmatch' or 'search', got {mode!r}")
+    compiled = compile_pattern(pattern, "format")
+    text = last_assistant_message(trajectory)
+    if text is None:
+        return 0.0
+    match = compiled.fullmatch(text.strip()) if mode == "fullmatch" else compiled.search(text)
+    return float(match is not None)
+
+
+def count_tool_calls(trajectory: Trajectory) -> int:
+    """The episode's tool calls: ``trajectory.info["tool_calls"]`` when the runner recorded it
+    (the sum over steps of the env's ``info["tool_calls"]``, which ``Toolbox.call`` sets to 1
+    for every tool it ran), else the number of ``tool`` messages in the transcript."""
+    recorded = trajectory.info.get("tool_calls")
+    if recorded is not None:
+        return int(recorded)
+    return sum(message["role"] == "tool" for message in trajectory.messages)
+
+
+@register_reward("tool_cost")
+def tool_cost(trajectory: Trajectory, *, cost: float = 0.1, free_calls: int = 0) -> float:
+    """A negative reward per tool call, for efficiency-aware training.
+
+    r = −cost · max(0, n − free_calls), with n = :func:`count_tool_calls`.
+
+    Args:
+        cost: the price of one call (>= 0).
+        free_calls: calls that cost nothing (>= 0).
+    """
+    if cost < 0 or free_calls < 0:
+        raise ValueError(f"reward 'tool_cost': cost and free_calls must be >= 0, got "
+                         f"cost={cost}, free_calls={free_calls}")
+    return -cost * max(0, count_tool_calls(trajectory) - free_calls)
+
+
+@register_reward("length_penalty")
+def length_penalty(trajectory: Trajectory, *, budget: int, window: int,
+                   max_penalty: float = 1.0) -> float:
+    """A linear penalty on sampled tokens beyond a budget, saturating after ``window`` more.
+
+    With L = the episode's sampled tokens (``trajectory.num_sampled_tokens``, every agent turn):
+
+        r = −max_penalty · min(1, max(0, L − budget) / window)
+
+    so r = 0 up to ``budget`` tokens, falls linearly, and is −max_penalty from
+    ``budget + window`` on. This is DAPO's soft overlong punishment (Yu et al. 2025, eq. 13)
+    with budget = L_max − L_cache and window = L_cache.
+
+    Args:
+        budget: tokens allowed without penalty (>= 0).
+        window: tokens over the budget at which the penalty is full (>= 1).
+        max_penalty: the largest penalty (>= 0).
+    """
+    if budget < 0 or window < 1 or max_penalty < 0:
+        raise ValueError(f"reward 'length_penalty': need budget >= 0, window >= 1 and "
+                         f"max_penalty >= 0, got budget={budget}, window={window}, "
+                         f"max_penalty={max_penalty}")
+    excess = max(0, trajectory.num_sampled_tokens - budget)
+    return -max_penalty * min(1.0, excess / window)

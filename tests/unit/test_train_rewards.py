@@ -1,0 +1,49 @@
+"""reward.terms in the loop: reward functions added to the env's rewards on the last turn."""
+
+from __future__ import annotations
+
+import pytest
+
+from turnrl.cli import main
+from turnrl.config import Config, ConfigError, load_config
+from turnrl.rewards import combine
+from turnrl.train.loop import apply_rewards, build_rewards
+from turnrl.types import Trajectory
+
+
+def episode(reply: str, *, turn_rewards: list[float], tool_calls: int = 0) -> Trajectory:
+    return Trajectory(env_id="x-v0", seed=0, group_id=0,
+                      messages=[{"role": "user", "content": "2+2?"},
+                                {"role": "assistant", "content": reply}],
+                      turn_rewards=list(turn_rewards),
+                      info={"answer": "4", "tool_calls": tool_calls})
+
+
+def test_terms_land_on_the_last_turn_and_env_rewards_are_weighted() -> None:
+    rewards = combine([{"name": "exact_match", "weight": 2.0},
+                       {"name": "tool_cost", "kwargs": {"cost": 0.25}}])
+    right = episode("4", turn_rewards=[0.5, 1.0], tool_calls=2)
+    wrong = episode("5", turn_rewards=[0.0, 0.0], tool_calls=0)
+    metrics = apply_rewards([right, wrong], rewards, env_weight=0.5)
+    # right: env [0.5, 1.0] x 0.5 = [0.25, 0.5]; + 2·1 (exact match) − 0.25·2 (two calls)
+    assert right.turn_rewards == pytest.approx([0.25, 0.5 + 2.0 - 0.5])
+    assert wrong.turn_rewards == pytest.approx([0.0, 0.0])
+    # unweighted means over the episodes
+    assert metrics == pytest.approx({"reward/exact_match": 0.5, "reward/tool_cost": -0.25})
+
+
+def test_no_terms_only_scales_the_env_rewards() -> None:
+    ep = episode("4", turn_rewards=[1.0])
+    assert apply_rewards([ep], None, env_weight=1.0) == {}
+    assert ep.turn_rewards == [1.0]
+    assert build_rewards(Config()) is None
+
+
+def test_bad_reward_terms_are_config_errors(tmp_path, capsys) -> None:
+    with pytest.raises(ConfigError, match="exact_match"):
+        build_rewards(load_config(None, ["reward.terms=[{name: exact_mach}]"]))
+    with pytest.raises(ConfigError, match="no_such_module"):
+        build_rewards(load_config(None, ["reward.terms=[no_such_module:fn]"]))
+    assert main(["train", "reward.terms=[{name: f1, wieght: 2}]"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "wieght" in err and "reward.terms" in err
