@@ -15,7 +15,6 @@ from turnrl.models.chat import TemplateLedger
 from turnrl.rollout.engine import Engine, SamplingParams
 from turnrl.types import Trajectory
 
-
 # what reward functions read (turnrl.rewards): the gold answer from reset info; the agent's
 # final answer and the evidence it retrieved from step info. Copied into trajectory.info.
 ANSWER_KEYS = ("answer", "final_answer", "retrieved")
