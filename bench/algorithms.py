@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -30,8 +29,6 @@ ENVS = {
     "frozenlake_long": ["env.id=frozenlake-v0",
                         "env.kwargs={hole_prob: 0.1, min_size: 6, max_size: 6, max_turns: 16}"],
 }
-# t quantiles (two-sided 95%) for n - 1 degrees of freedom
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
 
 
 def run_train(overrides: list[str]) -> dict:
@@ -93,15 +90,9 @@ def sweep(args: argparse.Namespace, results: Path) -> None:
                 print(json.dumps(record), flush=True)
 
 
-def mean_interval(values: list[float]) -> tuple[float, float]:
-    """Mean and 95% t half-width over seeds (nan half-width for one seed)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, math.nan
-    return mean, T95.get(len(values) - 1, 1.96) * statistics.stdev(values) / len(values) ** 0.5
-
-
 def summarise(results: Path) -> None:
+    from turnrl.eval.metrics import t_interval
+
     records = [json.loads(p.read_text()) for p in sorted((results / "algorithms").glob("*.json"))]
     table: dict[str, dict[str, dict]] = {}
     for r in records:
@@ -109,8 +100,8 @@ def summarise(results: Path) -> None:
         table[r["preset"]][r["env"]]["success"].append(r["success"])
         table[r["preset"]][r["env"]]["sft"].append(r["sft_success"])
     summary = {preset: {env: {"seeds": len(v["success"]),
-                              "success": mean_interval(v["success"]),
-                              "sft_success": mean_interval(v["sft"])}
+                              "success": t_interval(v["success"]),
+                              "sft_success": t_interval(v["sft"])}
                         for env, v in envs.items()}
                for preset, envs in table.items()}
     (results / "algorithms.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -178,3 +178,19 @@ def test_summarize_rejects_empty_and_malformed_records() -> None:
         summarize_episodes([])
     with pytest.raises(ValueError, match="record 0 lacks"):
         summarize_episodes([{"task": 0, "success": True}])
+
+
+def test_t_interval_reference_values() -> None:
+    from turnrl.eval.metrics import t_interval
+
+    # [0.2, 0.4, 0.6]: mean 0.4, s = 0.2, n = 3, t_{0.975, 2} = 4.303 → 4.303·0.2/√3
+    mean, half = t_interval([0.2, 0.4, 0.6])
+    assert mean == pytest.approx(0.4) and half == pytest.approx(4.303 * 0.2 / 3**0.5)
+    assert t_interval([0.5, 0.5])[1] == 0.0
+    mean, half = t_interval([0.7])
+    assert mean == 0.7 and math.isnan(half)
+    # beyond the table (n − 1 > 10) the normal quantile
+    assert t_interval([0.0, 1.0] * 6)[1] == pytest.approx(1.96 * np.std([0, 1] * 6, ddof=1)
+                                                          / 12**0.5)
+    with pytest.raises(ValueError, match="at least one"):
+        t_interval([])

@@ -55,6 +55,26 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     return max(0.0, center - half_width), min(1.0, center + half_width)
 
 
+# two-sided 95% quantiles of Student's t with df = 1..10 degrees of freedom
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+
+
+def t_interval(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and 95% half-width of the mean over independent runs (e.g. training seeds).
+
+    half-width = t_{0.975, n−1} · s / √n, s the sample std (Bessel); t from a table for
+    n − 1 <= 10, else 1.96. One value gives a NaN half-width (no spread to measure).
+    """
+    if not values:
+        raise ValueError("t_interval: need at least one value")
+    n = len(values)
+    mean = float(np.mean(values))
+    if n < 2:
+        return mean, math.nan
+    quantile = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
+    return mean, quantile * float(np.std(values, ddof=1)) / math.sqrt(n)
+
+
 def _resampled_stats(
     values: np.ndarray, stat: Callable[..., Any], indices: np.ndarray
 ) -> np.ndarray:

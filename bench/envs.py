@@ -1,0 +1,202 @@
+"""Every built-in env with the tiny model: random, oracle, SFT and SFT+RL success.
+
+Per env: the random policy (``env.sample_action``) and the oracle play ``--baseline-episodes``
+held-out seeds (success with a 95% Wilson interval, env wall time per episode); then, for
+each training seed, ``turnrl train`` (SFT warm start on oracle demonstrations, then the
+default GRPO budget) and its evaluation before and after RL. SFT and SFT+RL success are the
+mean over training seeds with a 95% t-interval. Results are written per run (an interrupted
+sweep resumes), summarised in ``bench/results/envs.json`` and ``envs.md``, and the table is
+put into ``docs/environments.md`` between the ``bench:envs`` markers.
+
+    python bench/envs.py                                  # every env, 3 seeds (hours on CPU)
+    python bench/envs.py --envs guess-v0 --seeds 0        # a slice of it
+    python bench/envs.py --summary-only                   # re-write the tables
+
+No env gets its own RL tuning: every run is configs/default.yaml plus the env's id, kwargs and
+the reply length it needs (``ENVS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# env id -> overrides: the env, its kwargs and the tokens one reply needs (tiny model: compact
+# tool calls; everything else is the default job's config)
+ENVS: dict[str, list[str]] = {
+    "arithmetic-v0": ["env.id=arithmetic-v0", "env.kwargs={}", "rollout.max_new_tokens=6"],
+    "frozenlake-v0": ["env.id=frozenlake-v0", "env.kwargs={hole_prob: 0.1}"],
+    "sokoban-v0": ["env.id=sokoban-v0", "env.kwargs={}", "rollout.max_new_tokens=8"],
+    "guess-v0": ["env.id=guess-v0", "env.kwargs={}", "rollout.max_new_tokens=10"],
+    "python-v0": ["env.id=python-v0", "env.kwargs={tool_format: compact}",
+                  "rollout.max_new_tokens=48"],
+    "search-qa-v0": ["env.id=search-qa-v0", "env.kwargs={tool_format: compact}",
+                     "rollout.max_new_tokens=40"],
+    "dataset-v0": ["env.id=dataset-v0", "env.kwargs={}", "rollout.max_new_tokens=16"],
+    "textworld-v0": ["env.id=textworld-v0", "env.kwargs={max_turns: 8}",
+                     "rollout.max_new_tokens=24"],
+    "gym:FrozenLake-v1": ["env.id=gym:FrozenLake-v1",
+                          "env.kwargs={is_slippery: false, max_turns: 12}",
+                          "rollout.max_new_tokens=6"],
+}
+MARKERS = ("<!-- bench:envs:start -->", "<!-- bench:envs:end -->")
+
+
+def env_kwargs(overrides: list[str]) -> tuple[str, dict]:
+    from turnrl.config import load_config
+
+    cfg = load_config(ROOT / "configs" / "default.yaml", overrides)
+    return cfg.env.id, dict(cfg.env.kwargs)
+
+
+def baselines(name: str, episodes: int, first_seed: int) -> dict:
+    """Random and oracle success over held-out seeds, and env wall time per episode."""
+    from turnrl import envs
+    from turnrl.envs.play import play
+    from turnrl.eval.metrics import wilson_interval
+
+    env_id, kwargs = env_kwargs(ENVS[name])
+    out: dict = {}
+    for policy in ("random", "oracle"):
+        rng = random.Random(0)
+        wins, start = 0, time.perf_counter()
+        for seed in range(first_seed, first_seed + episodes):
+            env = envs.make(env_id, **kwargs)
+            if policy == "oracle" and not env.spec.has_oracle:
+                out[policy] = None
+                break
+            read = (lambda _prompt, env=env, rng=rng: env.sample_action(rng))  # noqa: E731
+            result = play(env, seed=seed, oracle=policy == "oracle", read=read,
+                          show=lambda _text: None)
+            wins += result.success
+        else:
+            low, high = wilson_interval(wins, episodes)
+            out[policy] = {"success": wins / episodes, "ci": [low, high],
+                           "wall_s_per_episode": (time.perf_counter() - start) / episodes}
+    return out
+
+
+def train_run(name: str, seed: int, work: Path, common: list[str]) -> dict:
+    """SFT + RL for one training seed; success after SFT and after RL, and wall times."""
+    from turnrl.config import load_config
+    from turnrl.train.loop import train
+
+    run_name = name.replace(":", "_").replace("/", "_")
+    result = train(load_config(ROOT / "configs" / "default.yaml", [
+        *ENVS[name], *common, f"run.seed={seed}", f"run.out_dir={work}",
+        f"run.name={run_name}-{seed}"]))
+    assert result.before is not None and result.after is not None
+    return {"env": name, "seed": seed, "sft_success": result.before["success"],
+            "rl_success": result.after["success"], "wall_time_s": result.wall_time_s}
+
+
+def sweep(args: argparse.Namespace, results: Path) -> None:
+    runs = results / "envs"
+    runs.mkdir(parents=True, exist_ok=True)
+    common = ["log.progress=false", "log.tensorboard=false", "train.save_samples=0",
+              "train.checkpoint_every=0", f"eval.episodes={args.eval_episodes}",
+              *args.overrides]
+    for name in args.envs:
+        stem = name.replace(":", "_").replace("/", "_")
+        path = runs / f"{stem}-baselines.json"
+        if not path.is_file():
+            record = {"env": name, **baselines(name, args.baseline_episodes, 1_000_000)}
+            path.write_text(json.dumps(record, indent=2) + "\n")
+            print(json.dumps(record), flush=True)
+        for seed in args.seeds:
+            path = runs / f"{stem}-{seed}.json"
+            if not path.is_file():
+                record = train_run(name, seed, Path(args.work_dir), common)
+                path.write_text(json.dumps(record, indent=2) + "\n")
+                print(json.dumps(record), flush=True)
+
+
+def summarise(results: Path) -> str:
+    from turnrl.eval.metrics import t_interval
+
+    runs = results / "envs"
+    table = []
+    for name in ENVS:
+        stem = name.replace(":", "_").replace("/", "_")
+        base_path = runs / f"{stem}-baselines.json"
+        seeds = [json.loads(p.read_text()) for p in sorted(runs.glob(f"{stem}-[0-9]*.json"))]
+        if not base_path.is_file() and not seeds:
+            continue
+        base = json.loads(base_path.read_text()) if base_path.is_file() else {}
+        row = {"env": name, "random": base.get("random"), "oracle": base.get("oracle"),
+               "seeds": len(seeds)}
+        if seeds:
+            row["sft"] = t_interval([r["sft_success"] for r in seeds])
+            row["rl"] = t_interval([r["rl_success"] for r in seeds])
+            row["rl_minus_sft"] = t_interval([r["rl_success"] - r["sft_success"]
+                                              for r in seeds])
+            row["train_wall_s"] = sum(r["wall_time_s"] for r in seeds) / len(seeds)
+        table.append(row)
+    (results / "envs.json").write_text(json.dumps(table, indent=2) + "\n")
+
+    def cell(interval: list | tuple | None) -> str:
+        if interval is None:
+            return "—"
+        mean, half = interval
+        return f"{mean:.3f}" + ("" if math.isnan(half) else f" ± {half:.3f}")
+
+    def base_cell(entry: dict | None) -> str:
+        if entry is None:
+            return "—"
+        low, high = entry["ci"]
+        return f"{entry['success']:.3f} [{low:.2f}, {high:.2f}]"
+
+    lines = ["| env | random | oracle | SFT | SFT+RL | RL − SFT | seeds | env s/episode "
+             "(oracle) | train+eval s/seed |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in table:
+        wall = (row["oracle"] or row["random"] or {}).get("wall_s_per_episode")
+        lines.append(
+            f"| `{row['env']}` | {base_cell(row['random'])} | {base_cell(row['oracle'])} | "
+            f"{cell(row.get('sft'))} | {cell(row.get('rl'))} | {cell(row.get('rl_minus_sft'))}"
+            f" | {row['seeds']} | {'—' if wall is None else f'{wall:.4f}'} | "
+            f"{row['train_wall_s']:.0f} |" if "train_wall_s" in row else
+            f"| `{row['env']}` | {base_cell(row['random'])} | {base_cell(row['oracle'])} | — | "
+            f"— | — | 0 | {'—' if wall is None else f'{wall:.4f}'} | — |")
+    markdown = "\n".join(lines) + "\n"
+    (results / "envs.md").write_text(markdown)
+    return markdown
+
+
+def write_docs(markdown: str) -> None:
+    """Replace the table between the markers of docs/environments.md (if they exist)."""
+    docs = ROOT / "docs" / "environments.md"
+    text = docs.read_text()
+    start, end = MARKERS
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        docs.write_text(f"{head}{start}\n{markdown}{end}{tail}")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--envs", nargs="*", default=list(ENVS), choices=list(ENVS))
+    parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    parser.add_argument("--baseline-episodes", type=int, default=200)
+    parser.add_argument("--eval-episodes", type=int, default=256)
+    parser.add_argument("--work-dir", default="/tmp/turnrl-bench-envs")
+    parser.add_argument("--results-dir", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--summary-only", action="store_true")
+    parser.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
+    args = parser.parse_args(argv)
+    results = Path(args.results_dir)
+    if not args.summary_only:
+        sweep(args, results)
+    markdown = summarise(results)
+    write_docs(markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
