@@ -351,6 +351,22 @@ class Toolbox:
                         "other parameters defaults or use format='json' or 'auto'"
                     )
 
+    def format_call(self, name: str, argument: str) -> str:
+        """A call of the one-argument tool ``name`` as this toolbox's agent would write it
+        (for oracles and demonstrations): ``name[argument]`` in the compact and auto formats,
+        unless the argument has unbalanced brackets, which only JSON can carry (``"compact"``
+        then drops them); ``<tool_call>{"name": ..., "arguments": {param: argument}}
+        </tool_call>`` in the JSON format."""
+        tool = self._tools[name]
+        balanced = _balanced_brackets(argument)
+        if self.format == "json" or (self.format == "auto" and not balanced):
+            key = tool.params[0].name
+            body = json.dumps({"name": name, "arguments": {key: argument}}, ensure_ascii=False)
+            return f"<tool_call>{body}</tool_call>"
+        if not balanced:
+            argument = " ".join(re.sub(r"[\[\]]", " ", argument).split())
+        return f"{name}[{argument}]"
+
     @property
     def names(self) -> list[str]:
         """The tool names, in the order the tools were given (e.g. for ``EnvSpec.tools``)."""
@@ -493,6 +509,15 @@ class Toolbox:
 
 _PLACEHOLDERS: dict[str, Any] = {"string": "...", "integer": 0, "number": 0.0, "boolean": True,
                                  "array": [], "object": {}}
+
+
+def _balanced_brackets(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _sentence(text: str) -> str:

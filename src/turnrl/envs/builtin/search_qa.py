@@ -72,7 +72,6 @@ the process, so the env instances a runner makes per episode share it.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import replace
@@ -334,17 +333,8 @@ class SearchQA:
     # -- helpers ------------------------------------------------------------------------------
 
     def format_call(self, name: str, argument: str) -> str:
-        """A call of tool ``name`` in the env's format: compact (``"auto"`` too) unless the
-        argument has unbalanced brackets, which only JSON can carry (``"compact"`` drops
-        them)."""
-        balanced = _balanced(argument)
-        if self.tool_format == "json" or (self.tool_format == "auto" and not balanced):
-            key = "query" if name == "search" else "text"
-            body = json.dumps({"name": name, "arguments": {key: argument}}, ensure_ascii=False)
-            return f"<tool_call>{body}</tool_call>"
-        if not balanced:
-            argument = " ".join(re.sub(r"[\[\]]", " ", argument).split())
-        return f"{name}[{argument}]"
+        """A call of tool ``name`` in the env's format (:meth:`Toolbox.format_call`)."""
+        return self.toolbox.format_call(name, argument)
 
     def _current(self) -> Question:
         if self._question is None:
@@ -379,15 +369,6 @@ class SearchQA:
 def _query_key(query: str) -> str:
     """Queries that differ only in case, brackets or spacing search the same."""
     return " ".join(re.sub(r"[\[\]]", " ", query).lower().split())
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    for char in text:
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 def _validate(hops: Any, top_k: Any, tool_format: Any, retriever: Any, dense_model: Any,
