@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from turnrl.registry import UnknownNameError
@@ -125,7 +126,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
         spec = envs.spec(env_id)
         table.add_row(env_id, str(spec.max_turns), ", ".join(spec.tools) or "-",
                       _yes(spec.has_oracle), _yes(spec.has_state_key),
-                      _yes(spec.has_privileged_info), spec.description)
+                      _yes(spec.has_privileged_info), escape(spec.description))
     Console().print(table)
     return 0
 

@@ -111,7 +111,7 @@ def test_default_is_the_sample():
     assert len(env) == 50 and env.spec.kwargs["path"] is None
     messages, info = env.reset(seed=0)
     assert messages == [{"role": "user", "content": sample_math_rows()[0]["question"]}]
-    assert info == {"row": 0}
+    assert info == {"row": 0, "answer": [sample_math_rows()[0]["answer"]]}
 
 
 def test_oracle_solves_every_sample_row_with_math_verify():
@@ -148,7 +148,8 @@ def test_seed_picks_row_modulo_length():
     env = DatasetEnv()
     first, info = env.reset(seed=7)
     again, info_again = env.reset(seed=7 + len(env))
-    assert first == again and info == info_again == {"row": 7}
+    assert first == again and info == info_again
+    assert info["row"] == 7
     env.reset()  # no seed: a random row, still a valid prompt
     assert env.oracle_action() is not None
 
@@ -449,3 +450,18 @@ def test_errors_are_value_errors():
 if __name__ == "__main__":  # regenerate the bundled sample
     write_sample()
     sys.stdout.write(f"wrote {SAMPLE}\n")
+
+
+def test_reset_info_carries_the_gold_answers_for_reward_functions() -> None:
+    from turnrl.envs import make
+    from turnrl.rewards import exact_match
+    from turnrl.types import Trajectory
+
+    env = make("dataset-v0")
+    messages, info = env.reset(seed=3)
+    gold = env.oracle_action()
+    assert info["answer"][0] == gold
+    episode = Trajectory(env_id="dataset-v0", seed=3, group_id=0,
+                         messages=[*messages, {"role": "assistant", "content": gold}],
+                         info={"answer": info["answer"]})
+    assert exact_match(episode) == 1.0

@@ -284,21 +284,25 @@ class Trainer:
                        seed=self.cfg.run.seed)
 
     def collect(self) -> tuple[list[Trajectory], dict[str, float]]:
-        """``n_groups`` groups of fresh tasks; with dynamic sampling, groups whose rewards are
-        all equal (no group signal) are dropped and more are collected, at most
-        ``train.max_sampling_tries`` times. Task seeds and group ids come from one cursor."""
+        """``n_groups`` groups of fresh tasks, scored with ``reward.terms``; with dynamic
+        sampling, groups whose (final) rewards are all equal (no group signal) are dropped and
+        more are collected, at most ``train.max_sampling_tries`` times. Task seeds and group
+        ids come from one cursor."""
         t = self.cfg.train
         runner = self.runner(self.cfg.rollout.temperature)
         kept: list[Trajectory] = []
+        reward_parts: list[dict[str, float]] = []  # reward/<label> means of each collection
         tries = dropped = 0
         while tries < t.max_sampling_tries:
             first = self.seed_cursor
             self.seed_cursor += t.n_groups
             seeds = [self.cfg.env.train_seed_start + first + i for i in range(t.n_groups)]
             collected = runner.collect(self.make_env, seeds, t.group_size, first_group_id=first)
+            reward_parts.append(apply_rewards(collected, self.rewards,
+                                              env_weight=self.cfg.reward.env_weight))
             tries += 1
             if not self.algo.dynamic_sampling:
-                return collected, {}
+                return collected, reward_parts[0]
             keep = informative_groups(torch.tensor([x.total_reward for x in collected]),
                                       torch.tensor([x.group_id for x in collected])).tolist()
             kept += [x for x, k in zip(collected, keep, strict=True) if k]
@@ -307,7 +311,7 @@ class Trainer:
                 break
         # whole groups: each kept group contributes group_size consecutive episodes
         kept = kept[: t.n_groups * t.group_size] or collected
-        return kept, {"rollout/dropped_groups": float(dropped),
+        return kept, {**reward_parts[-1], "rollout/dropped_groups": float(dropped),
                       "rollout/sampling_tries": float(tries)}
 
     # ------------------------------------------------------------------ stages
@@ -351,8 +355,6 @@ class Trainer:
         assert self.learner is not None
         t0 = time.perf_counter()
         trajectories, metrics = self.collect()
-        metrics.update(apply_rewards(trajectories, self.rewards,
-                                     env_weight=self.cfg.reward.env_weight))
         t1 = time.perf_counter()
         batch = layout(trajectories, self.tokenizer.pad_token_id)
         if self.cfg.critic.privileged and self.learner.critic is not None:

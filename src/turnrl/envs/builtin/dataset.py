@@ -126,7 +126,8 @@ class DatasetEnv:
         if self.system_prompt is not None:
             messages.append({"role": "system", "content": self.system_prompt})
         messages.append({"role": "user", "content": self.rows[row][0]})
-        return messages, {"row": row}
+        # the gold answers, for reward functions (turnrl.rewards: exact_match, math_verify, ...)
+        return messages, {"row": row, "answer": list(self.rows[row][1])}
 
     def step(self, action: str) -> StepResult:
         if self._row is None:

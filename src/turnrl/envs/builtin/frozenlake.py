@@ -165,7 +165,7 @@ class FrozenLake:
                         if distances.get(self._moved(cell, m)) == distances[cell] - 1)
             plan.append(move)
             cell = self._moved(cell, move)
-        return f"shortest path: {', '.join(plan)} ({len(plan)} moves)"
+        return f"shortest path: {', '.join(plan)} ({len(plan)} move{'s' * (len(plan) != 1)})"
 
     def state_key(self) -> tuple[tuple[str, ...], Cell]:
         return self._rows, self._agent

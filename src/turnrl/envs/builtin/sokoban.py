@@ -348,7 +348,7 @@ class Sokoban:
         plan = self._solution()
         if plan is None:
             return "no solution"
-        return f"shortest solution: {', '.join(plan)} ({len(plan)} moves)"
+        return f"shortest solution: {', '.join(plan)} ({len(plan)} move{'s' * (len(plan) != 1)})"
 
     def state_key(self) -> tuple[tuple[str, ...], int, tuple[int, ...]]:
         """(static map, player cell, sorted box cells): identical positions share a key."""
