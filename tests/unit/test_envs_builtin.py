@@ -6,6 +6,7 @@ import random
 import re
 
 import pytest
+from env_episodes import play, play_oracle
 
 from turnrl.envs import make
 from turnrl.envs.builtin.arithmetic import Arithmetic
@@ -21,16 +22,6 @@ from turnrl.envs.builtin.frozenlake import (
 
 SEEDS = range(200)
 
-
-def play_oracle(env, seed):
-    messages, _info = env.reset(seed=seed)
-    transcript = [messages]
-    while True:
-        action = env.oracle_action()
-        result = env.step(action)
-        transcript.append((action, result))
-        if result.terminated or result.truncated:
-            return result, transcript
 
 
 # -- arithmetic-v0 --------------------------------------------------------------------------
@@ -187,17 +178,6 @@ def test_frozenlake_random_positions():
         assert text.count("A") == 1 and text.count("G") == 1
         corners += rows[0][0] == "A" and rows[-1][-1] == "G"
     assert corners < 20
-
-
-def play(env, seed, actions):
-    """Reset with ``seed`` and play ``actions`` until the episode ends."""
-    transcript = [env.reset(seed=seed)]
-    for action in actions:
-        result = env.step(action)
-        transcript.append(result)
-        if result.terminated or result.truncated:
-            break
-    return transcript
 
 
 def test_frozenlake_determinism():

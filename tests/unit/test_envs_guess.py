@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from env_episodes import play
+from env_episodes import play_oracle as oracle_episode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,25 +37,7 @@ ALL_OBJECTS = [
 
 
 def play_oracle(env, seed=None, secret=None):
-    options = None if secret is None else {"secret": secret}
-    messages, _info = env.reset(seed=seed, options=options)
-    transcript = [messages]
-    while True:
-        action = env.oracle_action()
-        result = env.step(action)
-        transcript.append((action, result))
-        if result.terminated or result.truncated:
-            return result, transcript
-
-
-def play(env, seed, actions):
-    transcript = [env.reset(seed=seed)]
-    for action in actions:
-        result = env.step(action)
-        transcript.append(result)
-        if result.terminated or result.truncated:
-            break
-    return transcript
+    return oracle_episode(env, seed, None if secret is None else {"secret": secret})
 
 
 def text(result):

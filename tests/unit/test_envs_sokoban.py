@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from env_episodes import play, play_oracle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,27 +26,6 @@ from turnrl.envs.builtin.sokoban import (
 
 SEEDS = range(200)
 
-
-def play_oracle(env, seed):
-    messages, _info = env.reset(seed=seed)
-    transcript = [messages]
-    while True:
-        action = env.oracle_action()
-        result = env.step(action)
-        transcript.append((action, result))
-        if result.terminated or result.truncated:
-            return result, transcript
-
-
-def play(env, seed, actions):
-    """Reset with ``seed`` and play ``actions`` until the episode ends."""
-    transcript = [env.reset(seed=seed)]
-    for action in actions:
-        result = env.step(action)
-        transcript.append(result)
-        if result.terminated or result.truncated:
-            break
-    return transcript
 
 
 def board(*rows, **kwargs):
