@@ -46,6 +46,7 @@ ENVS: dict[str, list[str]] = {
                           "rollout.max_new_tokens=6"],
 }
 MARKERS = ("<!-- bench:envs:start -->", "<!-- bench:envs:end -->")
+DEFAULT_RESULTS = ROOT / "bench" / "results"
 
 
 def env_kwargs(overrides: list[str]) -> tuple[str, dict]:
@@ -186,7 +187,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--baseline-episodes", type=int, default=200)
     parser.add_argument("--eval-episodes", type=int, default=256)
     parser.add_argument("--work-dir", default="/tmp/turnrl-bench-envs")
-    parser.add_argument("--results-dir", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--results-dir", default=str(DEFAULT_RESULTS),
+                        help="docs/environments.md is updated only for the default")
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
     args = parser.parse_args(argv)
@@ -194,7 +196,8 @@ def main(argv: list[str]) -> None:
     if not args.summary_only:
         sweep(args, results)
     markdown = summarise(results)
-    write_docs(markdown)
+    if results.resolve() == DEFAULT_RESULTS.resolve():  # a trial elsewhere leaves the docs be
+        write_docs(markdown)
     print(markdown)
 
 
