@@ -125,6 +125,49 @@ def test_oracle_solves_every_sample_row_with_math_verify():
         assert env.oracle_action() is None
 
 
+LATEX_GOLDS = ["\\sqrt{2}", "\\pi", "\\frac{\\pi}{2}", "2\\sqrt{3}", "\\{1,2\\}", "{1,2}",
+               "\\frac{\\sqrt{3}}{2}", "(-\\infty, 3]"]
+
+
+@pytest.mark.parametrize("checker", ["auto", "math"])
+def test_oracle_and_bare_replies_win_on_latex_golds(tmp_path, checker):
+    rows = [{"question": f"Q{i}?", "answer": gold} for i, gold in enumerate(LATEX_GOLDS)]
+    path = write_jsonl(tmp_path / "latex.jsonl", rows)
+    env = DatasetEnv(path=str(path), checker=checker)
+    for row, gold in enumerate(LATEX_GOLDS):
+        assert math_equal(gold, gold), gold  # a bare reply equal to the gold matches it
+        env.reset(seed=row)
+        result = env.step(env.oracle_action())
+        assert result.info == {"success": True, "checker": "math", "row": row}, gold
+        assert play(env, row, gold).info["success"], gold
+        assert play(env, row, f"The answer is $\\boxed{{{gold}}}$.").info["success"], gold
+
+
+def test_bare_latex_replies_are_read_whole():
+    assert not math_equal("2\\sqrt{3}", "2")  # not the leading 2 of the expression
+    assert not math_equal("1 + 2x", "2")
+    assert math_equal("1 + 2x", "2x + 1")
+    assert math_equal("\\sqrt{2}", "2^{1/2}")
+
+
+def test_oracle_boxes_a_gold_that_does_not_match_itself_bare(tmp_path):
+    # forcing checker="math" on a word: the bare reply "Paris" has no math, the boxed one has
+    path = write_jsonl(tmp_path / "qa.jsonl", [{"question": "Capital?", "answer": "Paris"}])
+    env = DatasetEnv(path=str(path), checker="math")
+    env.reset(seed=0)
+    assert env.oracle_action() == "\\boxed{Paris}"
+    assert env.step(env.oracle_action()).info["success"]
+
+
+def test_gold_and_reply_parsing_is_shared_with_the_math_verify_reward():
+    from turnrl.envs.builtin import dataset
+    from turnrl.rewards.builtin import maths
+
+    assert dataset.parse_gold is maths.parse_gold
+    assert dataset.looks_like_math is maths.looks_like_math
+    assert dataset.MATH_WORDS is maths.MATH_WORDS
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"checker": "exact"}, {"system_prompt": "Be brief."}])
 def test_check_env_on_the_sample(kwargs):
     check_env(DatasetEnv(**kwargs), seeds=range(5))
@@ -192,7 +235,8 @@ def test_sample_action_is_some_gold_answer():
         ("x = 3", "3", True),
         ("3", "x = 3", True),
         ("x = 3", "x=3", True),
-        ("x = 3", "y = 3", True),  # math-verify compares the right-hand sides
+        ("x = 3", "y = 3", False),  # a bare equation is read whole: the variable differs
+        ("3", "y = 3", True),  # an equation against a number: its right-hand side counts
         ("x = 3", "x = 4", False),
         ("12", "The answer is \\boxed{12}.", True),
         ("12", "12.0", True),

@@ -300,6 +300,14 @@ def test_object_state_key():
     hash(a.state_key())
 
 
+@pytest.mark.parametrize("mode", ["number", "object"])
+def test_privileged_info_before_reset_says_there_is_no_secret(mode):
+    env = Guess(mode=mode)
+    assert env.privileged_info() == "no secret yet"
+    env.reset(seed=0)
+    assert env.privileged_info().startswith("secret: ")
+
+
 def test_privileged_info_names_the_secret():
     assert game(11).privileged_info() == "secret: 11"
     env = game("Star  RED big", mode="object")

@@ -224,6 +224,48 @@ def test_success_on_taxi_and_cliff(env_id, final_reward):
     assert result.terminated and result.reward == final_reward and result.info["success"]
 
 
+def _energy_pumping(env: GymEnv) -> str:
+    """Push along the speed (MountainCar's velocity, Acrobot's first joint turning back):
+    a hand-written controller that reaches the goal of both well within their time limit."""
+    state = env._env.unwrapped.state
+    speed = state[1] if env.gym_id.startswith("MountainCar") else -state[2]
+    return "2" if speed >= 0 else "0"
+
+
+@pytest.mark.parametrize("env_id, goal_reward", [("gym:MountainCar-v0", -1.0),
+                                                 ("gym:Acrobot-v1", 0.0)])
+def test_success_on_reaching_the_goal_of_a_step_cost_env(env_id, goal_reward):
+    """MountainCar and Acrobot pay -1 a step and -1/0 at the goal: success is terminating."""
+    env = make(env_id)
+    env.reset(seed=0)
+    results = []
+    while not results or not (results[-1].terminated or results[-1].truncated):
+        results.append(env.step(_energy_pumping(env)))
+    assert results[-1].terminated and results[-1].reward == goal_reward
+    assert results[-1].info["success"] and not any(r.info["success"] for r in results[:-1])
+    # running out of time is no success
+    env = make(env_id, max_episode_steps=5)
+    env.reset(seed=0)
+    results = [env.step("1") for _ in range(5)]
+    assert results[-1].truncated and not results[-1].terminated
+    assert not any(r.info["success"] for r in results)
+
+
+def test_cartpole_reward_range_covers_both_reward_schemes():
+    assert spec("gym:CartPole-v1").reward_range == (-1.0, 1.0)
+    env = make("gym:CartPole-v1", sutton_barto_reward=True)
+    low, high = env.spec.reward_range
+    env.reset(seed=0)
+    rewards = []
+    for _ in range(env.max_turns):
+        result = env.step("left")  # pushing one way drops the pole within a few dozen steps
+        rewards.append(result.reward)
+        if result.terminated or result.truncated:
+            break
+    assert result.terminated and rewards[-1] == -1.0
+    assert all(low <= reward <= high for reward in rewards)
+
+
 def test_no_oracle_on_a_slippery_lake():
     env = make("gym:FrozenLake-v1")
     env.reset(seed=0)

@@ -71,3 +71,44 @@ def test_cli_play_bad_arguments_exit_2(args: list[str], expected: list[str], cap
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and all(part in err for part in expected), err
+
+
+class _Closing:
+    """Wraps an env, counting ``close`` calls; ``fail_on_step`` makes ``step`` raise."""
+
+    def __init__(self, env, *, fail_on_step: bool = False) -> None:
+        self.env, self.fail_on_step, self.closed = env, fail_on_step, 0
+        self.spec = env.spec
+
+    def reset(self, **kwargs):
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        if self.fail_on_step:
+            raise RuntimeError("env broke")
+        return self.env.step(action)
+
+    def oracle_action(self):
+        return self.env.oracle_action()
+
+    def close(self) -> None:
+        self.closed += 1
+        self.env.close()
+
+
+def test_the_env_is_closed_on_every_way_out() -> None:
+    env = _Closing(make("frozenlake-v0"))
+    play(env, seed=3, oracle=True, show=lambda text: None)
+    assert env.closed == 1
+    env = _Closing(make("frozenlake-v0"), fail_on_step=True)
+    with pytest.raises(RuntimeError, match="env broke"):
+        play(env, seed=3, read=scripted(["down"]), show=lambda text: None)
+    assert env.closed == 1
+
+    def interrupted(prompt: str) -> str:
+        raise KeyboardInterrupt
+
+    env = _Closing(make("frozenlake-v0"))
+    with pytest.raises(KeyboardInterrupt):
+        play(env, seed=3, read=interrupted, show=lambda text: None)
+    assert env.closed == 1

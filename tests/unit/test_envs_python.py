@@ -98,3 +98,31 @@ def test_determinism_privileged_info_and_sample_action() -> None:
 def test_bad_kwargs_are_clear(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         PythonTool(**kwargs)
+
+
+def test_oracle_action_is_pure_and_computes_until_python_ran() -> None:
+    env = PythonTool(tool_format="compact", max_turns=4)
+    env.reset(seed=5)
+    compute = env.oracle_action()
+    assert compute.startswith("python[print(")
+    assert env.oracle_action() == compute  # asking again changes nothing
+    # a demo that replaces the oracle's action: the oracle still asks for the computation
+    env.step("python[raise ValueError('boom')]")  # code that fails
+    assert env.oracle_action() == compute
+    env.step("search[x]")  # not a python call
+    assert env.oracle_action() == compute
+    result = env.step(compute)
+    assert result.observation[0]["role"] == "tool"
+    answer = env.oracle_action()
+    assert answer.startswith("answer[") and env.oracle_action() == answer
+    assert env.step(answer).info["success"]
+    env.reset(seed=5)  # a new episode computes again
+    assert env.oracle_action() == compute
+
+
+def test_oracle_answers_when_one_turn_is_left() -> None:
+    env = PythonTool(tool_format="compact", max_turns=2)
+    env.reset(seed=6)
+    env.step("no call here")
+    action = env.oracle_action()
+    assert action.startswith("answer[") and env.step(action).info["success"]

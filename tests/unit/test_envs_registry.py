@@ -120,6 +120,16 @@ def test_register_passes_max_turns_to_constructor(isolated):
     assert make("echo-v0", max_turns=5).spec.max_turns == 5
 
 
+def test_register_declares_slow_steps(isolated):
+    assert register("fast-echo-v0", Echo, max_turns=1, description="echo").slow_steps is False
+    assert not make("fast-echo-v0").spec.slow_steps
+    registered = register("slow-echo-v0", Echo, max_turns=1, description="blocks",
+                          slow_steps=True)
+    assert registered.slow_steps and registered.kwargs == {}  # not a constructor kwarg
+    assert make("slow-echo-v0").spec.slow_steps
+    assert spec("slow-echo-v0").slow_steps
+
+
 def test_string_entry_point_loads_lazily(isolated):
     register("lake-v0", "turnrl.envs.builtin.frozenlake:FrozenLake", max_turns=12, description="")
     env = make("lake-v0")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib.util
 import random
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -184,10 +186,68 @@ def test_why_refused_and_compact_feedback():
     assert why_refused("tw-extra-infos score") and why_refused("take key. go east")
     assert why_refused("take type Q latchkey") is None and why_refused("go north.") is None
     assert why_refused("take key, lamp") is None and why_refused("") is None
+    # a "." is a full stop only before a word: not in a number, not at the end
+    assert why_refused("examine 1.5") is None and why_refused("put 2.5 coins. ") is None
+    assert why_refused("take key.go east") and why_refused("Take key.  Go east")
+    assert why_refused("take key; go east") and why_refused("open door! go north")
     raw = ("\n\n   ____  __\n  |    \\|  \\\n   \\$$$$ $$\n\nWelcome!\n\n\n-= Den =-\nA den.  \n"
            "\n\n\n          *** The End ***\n\nYou scored 1 out of a possible 1\n\nWould you")
     assert compact_feedback(raw) == "Welcome!\n\n-= Den =-\nA den.\n\n*** The End ***"
     assert compact_feedback("\n \n") == NO_RESPONSE
+
+
+def test_spec_declares_slow_steps():
+    # reset may generate and compile a game (seconds): the runner must call it in threads
+    assert SPEC.slow_steps
+
+
+def test_build_locks_are_per_game_file(tmp_path):
+    lock = textworld_env._build_lock(tmp_path / "a.z8")
+    assert textworld_env._build_lock(tmp_path / "a.z8") is lock
+    assert textworld_env._build_lock(tmp_path / "." / "a.z8") is lock  # same file, same lock
+    assert textworld_env._build_lock(tmp_path / "b.z8") is not lock
+
+
+def test_groups_resetting_in_threads_compile_each_game_once_and_play(tmp_path, monkeypatch):
+    """Two groups (seeds 5 and 6) of three envs reset and play at once in threads, as the
+    runner does with ``slow_steps``: each game is built once, and TextWorld (not
+    thread-safe: a global logic parser) is never entered twice at a time."""
+    pytest.importorskip("textworld")
+    compiled: list[Path] = []
+    real_compile = textworld_env._compile
+
+    def counting_compile(tw, game, game_file):
+        compiled.append(game_file)
+        real_compile(tw, game, game_file)
+
+    monkeypatch.setattr(textworld_env, "_compile", counting_compile)
+    seeds = [5, 5, 5, 6, 6, 6]
+    group = [TextWorldEnv(**SMALL, cache_dir=str(tmp_path)) for _ in seeds]
+    start = threading.Barrier(len(group))
+    outcomes: dict[int, tuple[str, bool]] = {}
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        env = group[index]
+        try:
+            start.wait()
+            messages, _ = env.reset(seed=seeds[index])
+            outcomes[index] = (messages[1]["content"], play_oracle(env)[-1].info["success"])
+        except BaseException as error:  # reported by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(group))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for env in group:
+        env.close()
+    assert not errors, errors
+    assert len(compiled) == len(set(compiled)) == 2
+    assert all(won for _, won in outcomes.values()) and len(outcomes) == len(group)
+    assert len({outcomes[i][0] for i in range(3)}) == 1  # one game per seed
+    assert len({outcomes[i][0] for i in range(3, 6)}) == 1
 
 
 def test_bad_arguments_say_how_to_fix_them():

@@ -346,6 +346,86 @@ def test_auto_takes_the_call_that_starts_first(toolbox):
     assert toolbox.parse_all(text) == [ToolCall("search", {"query": "answer[Paris]"})]
 
 
+@pytest.mark.parametrize("text", [
+    'search[d = {"name": "Bob"}]',
+    'search[{"name": "answer", "arguments": {"text": "x"}}]',
+    'search[<tool_call>{"name": "answer", "arguments": {"text": "x"}}</tool_call>]',
+])
+def test_auto_json_inside_a_compact_call_is_its_argument(toolbox, text):
+    argument = text[len("search["):-1]
+    assert toolbox.parse_all(text) == [ToolCall("search", {"query": argument})]
+    observation, info = toolbox.call(text)
+    assert observation == f"3 hits for {argument}"  # no "(Note: ... ignored)"
+    assert info["tool_calls_ignored"] == 0
+
+
+@pytest.mark.parametrize("format", ["json", "auto"])
+def test_json_strings_may_hold_literal_newlines(format):
+    box = Toolbox([search, answer], format=format)
+    code = "x = 1\n\tprint(x)"
+    for text in (f'<tool_call>{{"name": "search", "arguments": {{"query": "{code}"}}}}'
+                 "</tool_call>",
+                 f'{{"name": "search", "arguments": {{"query": "{code}"}}}}',
+                 f'{{"name": "search", "arguments": "{{\\"query\\": \\"{code}\\"}}"}}'):
+        assert "\n" in text  # a raw newline, which strict JSON refuses
+        assert box.parse(text) == ToolCall("search", {"query": code}), text
+
+
+def nest(items: list[int]) -> str:
+    """Take a list.
+
+    Args:
+        items: Some numbers.
+    """
+    return str(items)
+
+
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize("format", ["json", "auto"])
+@pytest.mark.parametrize(("text", "kind"), [
+    ("<tool_call>" + "[" * 1000 + "</tool_call>", "malformed"),
+    ("<tool_call>" + DEEP + "</tool_call>", "malformed"),
+    ('<tool_call>{"name": "search", "arguments": {"query": ' + DEEP + "}}</tool_call>",
+     "malformed"),
+    ('{"name": "search", "arguments": {"query": ' + DEEP + "}}", "malformed"),
+    ('{"name": "search", "arguments": "{\\"query\\": ' + "[" * 5000 + '}"}', "malformed"),
+    ('Thinking {"name":' + "[" * 100_000, "malformed"),
+    ('{"name": "search", "arguments": ' + '{"a": ' * 3000 + "1" + "}" * 3001, "malformed"),
+    ('{"name": "search", "arguments": {"query": ' + "1" * 5000 + "}}", "malformed"),
+    ('{"x": ' + DEEP + '} {"name": "search", "arguments": {"query": 3}}', "no_call"),
+])
+def test_deeply_nested_calls_are_malformed_not_a_crash(format, text, kind):
+    box = Toolbox([search, answer], format=format)
+    observation, info = _error(box, text)
+    assert info["tool_error_kind"] == kind
+    if kind == "malformed":
+        assert "not valid JSON" in observation
+
+
+def test_deeply_nested_arguments_are_bad_arguments_not_a_crash():
+    box = Toolbox([nest], format="auto")
+    observation, info = _error(box, "nest[" + DEEP + "]")
+    assert info["tool_error_kind"] == "bad_arguments"
+    assert "must be a JSON array nested less deeply" in observation
+    deep_but_readable = "[" * 900 + "]" * 900  # decodes, but deeper than json.dumps can go
+    observation, info = _error(
+        box, '{"name": "nest", "arguments": {"items": [' + deep_but_readable + "]}}")
+    assert info["tool_error_kind"] == "bad_arguments"
+
+
+def test_format_call_refuses_tools_without_parameters_and_unknown_names():
+    for format in ("json", "compact", "auto"):
+        box = Toolbox([search, finish], format=format)
+        with pytest.raises(ValueError, match="tool 'finish' takes no parameters"):
+            box.format_call("finish", "now")
+        with pytest.raises(ValueError, match=r"'serch' is not a tool.*did you mean 'search'"):
+            box.format_call("serch", "x")
+        assert box.parse(box.format_call("search", "a [b")) == ToolCall(
+            "search", {"query": "a [b" if format != "compact" else "a b"})
+
+
 # --------------------------------------------------------------------------- errors
 
 

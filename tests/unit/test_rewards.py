@@ -156,6 +156,20 @@ def test_math_verify(prediction, gold, expected):
 def test_math_verify_rejects_an_unparseable_reference():
     with pytest.raises(ValueError, match="cannot parse the reference answer 'no math here'"):
         math_verify(reply("42"), answer="no math here")
+    for text in ("Paris", "???"):  # words would only parse as a product of letters
+        with pytest.raises(ValueError, match="cannot parse the reference answer"):
+            math_verify(reply("42"), answer=text)
+
+
+@pytest.mark.parametrize("gold", ["\\sqrt{2}", "\\pi", "\\frac{\\pi}{2}", "2\\sqrt{3}",
+                                  "{1,2}", "\\{1,2\\}"])
+def test_math_verify_reads_latex_references_without_delimiters(gold):
+    # Math-Verify finds nothing in a bare "\\sqrt{2}" (or only the 2 of "2\\sqrt{3}"): the
+    # reference is read as "$gold$", like dataset-v0's golds
+    assert math_verify(reply(f"So the answer is \\boxed{{{gold}}}.", answer=gold)) == 1.0
+    assert math_verify(reply(gold, answer=gold)) == 1.0  # a bare reply equal to the gold
+    assert math_verify(reply("\\boxed{7}", answer=gold)) == 0.0
+    assert math_verify(reply("2\\sqrt{3}", answer="2")) == 0.0  # read whole, not its 2
 
 
 def test_math_verify_works_outside_the_main_thread():
@@ -197,6 +211,37 @@ def test_tool_cost():
     assert tool_cost(traj) == pytest.approx(-0.2)
     with pytest.raises(ValueError, match="must be >= 0"):
         tool_cost(traj, cost=-1.0)
+
+
+@pytest.mark.parametrize(("calls", "kwargs"), [(3, {"free_calls": 5}), (0, {}),
+                                               (2, {"cost": 0.0})])
+def test_tool_cost_is_a_positive_zero_when_nothing_is_charged(calls, kwargs):
+    cost = tool_cost(reply("x", tool_calls=calls), **kwargs)
+    assert cost == 0.0 and math.copysign(1.0, cost) == 1.0  # not -0.0
+
+
+def test_tool_cost_counts_the_answer_call_as_the_runner_does():
+    """python-v0 solved by its oracle: python[...] then answer[...]. The runner sums the
+    steps' info["tool_calls"] (2: the answer is a call); the transcript has one tool message
+    (the answer's observation is a user message), which the fallback counts."""
+    from turnrl.envs import make
+
+    env = make("python-v0", tool_format="compact")
+    messages, _ = env.reset(seed=0)
+    calls = 0
+    while (action := env.oracle_action()) is not None:
+        result = env.step(action)
+        calls += result.info["tool_calls"]
+        messages += [{"role": "assistant", "content": action}, *result.observation]
+    assert calls == 2 and [m["role"] for m in messages[2:]] == [
+        "assistant", "tool", "assistant", "user"]
+    recorded = Trajectory(env_id="python-v0", seed=0, group_id=0, messages=messages,
+                          info={"tool_calls": calls})
+    assert count_tool_calls(recorded) == 2
+    assert tool_cost(recorded, cost=0.1, free_calls=1) == pytest.approx(-0.1)  # answer free
+    by_hand = Trajectory(env_id="python-v0", seed=0, group_id=0, messages=messages)
+    assert count_tool_calls(by_hand) == 1  # documented: the answer is not a tool message
+    assert tool_cost(by_hand, cost=0.1) == pytest.approx(-0.1)
 
 
 @pytest.mark.parametrize(("sampled", "kwargs", "expected"), [

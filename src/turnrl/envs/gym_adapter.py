@@ -39,8 +39,9 @@ of the ANSI rendering highlight the agent's cell)::
   also set when ``max_turns`` turns (valid or not) have been played. ``max_turns`` defaults to
   the env's ``max_episode_steps`` (its TimeLimit), else ``DEFAULT_MAX_TURNS``.
 * **``info["success"]``**: ``success_fn(obs, reward, terminated, info)`` after each env step;
-  by default a terminal step with a positive reward (CliffWalking: reaching the goal, the
-  only terminal state). ``info["gym_info"]`` holds Gymnasium's info dict.
+  by default a terminal step with a positive reward; a terminal step, whatever its reward,
+  in envs whose only terminal state is the goal and whose steps all cost (CliffWalking,
+  MountainCar, Acrobot: ``SUCCESS_FNS``). ``info["gym_info"]`` holds Gymnasium's info dict.
 * **Seeding**: ``reset(seed=...)`` passes the seed to ``gymnasium.Env.reset``.
 * **Capabilities**: ``state_key()`` (the observation) when the observation space is discrete
   (``Discrete``, ``MultiDiscrete``, ``MultiBinary`` or a ``Tuple`` of those);
@@ -137,13 +138,16 @@ SLIPPERY = " The ice is slippery: a move may go sideways."
 # Reward bounds of envs without a tabular model P (those with one use the rewards in P).
 REWARD_RANGES: dict[str, tuple[float, float]] = {
     "Blackjack": (-1.0, 1.5),
-    "CartPole": (0.0, 1.0),
+    "CartPole": (-1.0, 1.0),  # +1 a step; sutton_barto_reward=True: 0 a step, -1 on the fall
     "MountainCar": (-1.0, 0.0),
 }
 
 
 def _reached_goal(obs: Any, reward: float, terminated: bool, info: dict[str, Any]) -> bool:
-    return terminated  # CliffWalking's only terminal state is the goal
+    """Success is ending the episode (``terminated``; a time-limit cut is ``truncated``
+    instead): the only terminal state is the goal, reached with a reward <= 0
+    (CliffWalking -1, MountainCar -1, Acrobot 0), so ``_positive_end`` never fires."""
+    return terminated
 
 
 def _positive_end(obs: Any, reward: float, terminated: bool, info: dict[str, Any]) -> bool:
@@ -157,6 +161,8 @@ def _positive_reward(obs: Any, reward: float, terminated: bool, info: dict[str, 
 SUCCESS_FNS: dict[str, SuccessFn] = {
     "CliffWalking": _reached_goal,
     "CliffWalkingSlippery": _reached_goal,
+    "MountainCar": _reached_goal,
+    "Acrobot": _reached_goal,
     "Blackjack": _positive_reward,
 }
 

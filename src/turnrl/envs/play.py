@@ -32,42 +32,46 @@ def play(env: Env, *, seed: int, oracle: bool = False,
 
     ``read(prompt)`` returns the player's action (``EOFError`` or an empty line stops);
     ``show(text)`` displays messages. With ``oracle=True`` the env must declare
-    ``has_oracle``.
+    ``has_oracle``. The env is closed at the end, also when the episode raises (or ``read``
+    or ``show`` does, e.g. a ``KeyboardInterrupt`` at the prompt).
     """
-    if oracle and not env.spec.has_oracle:
-        raise ValueError(f"env {env.spec.id!r} has no oracle; play it yourself (drop --oracle)")
-    messages, _ = env.reset(seed=seed)
-    _show_messages(messages, show)
-    turns, total, success = 0, 0.0, False
-    terminated = truncated = stopped = False
-    while not (terminated or truncated):
-        if oracle:
-            action = env.oracle_action()  # type: ignore[attr-defined]
-            if action is None:
-                show("(the oracle has no move here)")
-                stopped = True
-                break
-            show(f"[assistant] {action}")
-        else:
-            try:
-                action = read(f"turn {turns + 1}/{env.spec.max_turns} > ")
-            except EOFError:
-                action = ""
-            if not action.strip():
-                stopped = True
-                break
-        result = env.step(action)
-        turns += 1
-        total += float(result.reward)
-        terminated, truncated = bool(result.terminated), bool(result.truncated)
-        success = bool(result.info.get("success", False))
-        _show_messages(result.observation, show)
-        if result.reward:
-            show(f"(reward {result.reward:g})")
-    ending = "stopped" if stopped else ("success" if success else
-                                        ("terminated" if terminated else "truncated"))
-    show(f"-- {ending} after {turns} turns, total reward {total:g}")
-    env.close()
+    try:
+        if oracle and not env.spec.has_oracle:
+            raise ValueError(f"env {env.spec.id!r} has no oracle; play it yourself (drop "
+                             "--oracle)")
+        messages, _ = env.reset(seed=seed)
+        _show_messages(messages, show)
+        turns, total, success = 0, 0.0, False
+        terminated = truncated = stopped = False
+        while not (terminated or truncated):
+            if oracle:
+                action = env.oracle_action()  # type: ignore[attr-defined]
+                if action is None:
+                    show("(the oracle has no move here)")
+                    stopped = True
+                    break
+                show(f"[assistant] {action}")
+            else:
+                try:
+                    action = read(f"turn {turns + 1}/{env.spec.max_turns} > ")
+                except EOFError:
+                    action = ""
+                if not action.strip():
+                    stopped = True
+                    break
+            result = env.step(action)
+            turns += 1
+            total += float(result.reward)
+            terminated, truncated = bool(result.terminated), bool(result.truncated)
+            success = bool(result.info.get("success", False))
+            _show_messages(result.observation, show)
+            if result.reward:
+                show(f"(reward {result.reward:g})")
+        ending = "stopped" if stopped else ("success" if success else
+                                            ("terminated" if terminated else "truncated"))
+        show(f"-- {ending} after {turns} turns, total reward {total:g}")
+    finally:
+        env.close()
     return PlayResult(turns, total, success, terminated, truncated, stopped)
 
 

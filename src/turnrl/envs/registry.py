@@ -59,6 +59,7 @@ def register(
     has_oracle: bool = False,
     has_state_key: bool = False,
     has_privileged_info: bool = False,
+    slow_steps: bool = False,
     **kwargs: Any,
 ) -> EnvSpec:
     """Register an env under a versioned id and return its spec.
@@ -66,6 +67,8 @@ def register(
     ``entry_point`` is ``"package.module:Class"`` (imported on the first ``make``) or a
     callable returning an env. ``kwargs`` are constructor defaults that ``make`` overrides.
     If the constructor takes ``max_turns``, it receives the spec's ``max_turns``.
+    ``slow_steps=True`` declares that ``reset``/``step`` block (a search engine, a sandbox,
+    a game compiler), so the runner calls them in worker threads.
     """
     env_spec = EnvSpec(
         id=id,
@@ -78,6 +81,7 @@ def register(
         has_oracle=has_oracle,
         has_state_key=has_state_key,
         has_privileged_info=has_privileged_info,
+        slow_steps=slow_steps,
     )
     register_spec(env_spec)
     return env_spec

@@ -5,7 +5,7 @@ the best texts and their scores, best first. :func:`get_retriever` builds one pe
 caches it in this process, keyed by the retriever kind, the model (dense) and a fingerprint
 of the texts, so the many env instances a runner makes (one per episode) share one index::
 
-    retriever = get_retriever("bm25", texts, fingerprint=sha256_of_texts)
+    retriever = get_retriever("bm25", texts, corpus_key=sha256)  # default: fingerprint(texts)
     retriever.search("Ada Lovelace born", k=3)   # [(12, 4.1), (40, 1.3), (7, 0.9)]
 
 ``bm25``

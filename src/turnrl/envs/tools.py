@@ -31,7 +31,13 @@ Two call formats are understood:
     parameter, converted to its annotated type; brackets may nest, and one pair of matching
     quotes around the whole argument is removed. ``name[]`` calls without an argument.
 ``auto``
-    Both; the call that starts first in the text wins.
+    Both; the call that starts first in the text wins, and a call that starts inside another
+    (a JSON object with a ``"name"`` within ``search[...]``, or ``answer[...]`` within a JSON
+    string) is part of that call, not a call of its own.
+
+JSON is decoded leniently: strings may hold literal newlines and tabs (multi-line code in a
+``<tool_call>``). A call nested too deeply to decode (about a thousand levels of brackets) is
+reported as ``malformed``, and the scan for bare JSON stops there.
 
 Only the first call of a message is considered: if it is valid it is executed, and the
 observation says how many further calls were ignored (``info["tool_calls_ignored"]``); if it is
@@ -356,8 +362,24 @@ class Toolbox:
         (for oracles and demonstrations): ``name[argument]`` in the compact and auto formats,
         unless the argument has unbalanced brackets, which only JSON can carry (``"compact"``
         then drops them); ``<tool_call>{"name": ..., "arguments": {param: argument}}
-        </tool_call>`` in the JSON format."""
-        tool = self._tools[name]
+        </tool_call>`` in the JSON format.
+
+        Raises:
+            ValueError: ``name`` is not a tool of this toolbox, or the tool takes no
+                parameters (write its call by hand: ``name[]`` or ``{"name": ...,
+                "arguments": {}}``).
+        """
+        tool = self._tools.get(name)
+        if tool is None:
+            close = closest_name(str(name), list(self._tools))
+            hint = f"; did you mean {close!r}?" if close else ""
+            raise ValueError(f"format_call: {name!r} is not a tool of this toolbox{hint} "
+                             f"Tools: {', '.join(self._tools) or '(none)'}")
+        if not tool.params:
+            raise ValueError(
+                f"format_call: tool {name!r} takes no parameters, so it has no argument to "
+                f"pass {argument!r} as; write its call by hand, e.g. {name}[] or "
+                f'<tool_call>{{"name": "{name}", "arguments": {{}}}}</tool_call>')
         balanced = _balanced_brackets(argument)
         if self.format == "json" or (self.format == "auto" and not balanced):
             key = tool.params[0].name
@@ -461,14 +483,18 @@ class Toolbox:
     # ----------------------------------------------------------------- internals
 
     def _find_calls(self, text: str) -> list[_RawCall]:
+        """The calls in ``text`` in order; a call that starts inside an earlier one (JSON in
+        a compact call's brackets, a compact call in a JSON string) belongs to it."""
         found: list[_RawCall] = []
         if self.format in ("json", "auto"):
             found.extend(_find_json(text))
         if self.format in ("compact", "auto"):
-            spans = [(raw.start, raw.end) for raw in found]
-            found.extend(raw for raw in _find_compact(text, known=self._tools)
-                         if not any(start <= raw.start < end for start, end in spans))
-        return sorted(found, key=lambda raw: raw.start)
+            found.extend(_find_compact(text, known=self._tools))
+        calls: list[_RawCall] = []
+        for raw in sorted(found, key=lambda raw: raw.start):
+            if not calls or raw.start >= calls[-1].end:  # kept calls never overlap
+                calls.append(raw)
+        return calls
 
     def _check(self, raw: _RawCall) -> ToolCall | ToolCallError:
         if raw.problem is not None:
@@ -536,8 +562,12 @@ def _result_text(result: Any) -> str:
         return "(no output)"
     try:
         return json.dumps(result, ensure_ascii=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
         return str(result)
+    except RecursionError:
+        return f"(a {type(result).__name__} nested too deeply to show)"
 
 
 def _params(fn: Callable[..., Any], schema: dict[str, Any]) -> tuple[_Param, ...]:
@@ -568,11 +598,16 @@ def _signature_text(tool: _Tool) -> str:
 _TAG_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
 _FENCE_RE = re.compile(r"\A```(?:json)?\s*(.*?)\s*```\Z", re.S)
 _COMPACT_RE = re.compile(r"(?<![\w-])([A-Za-z_][\w-]*)\[")
-_DECODER = json.JSONDecoder()
+# strict=False: a model writes multi-line code inside a JSON string with literal newlines
+_DECODER = json.JSONDecoder(strict=False)
+_NAME_KEY_RE = re.compile(r"\{\s*\"name\"")
 
 
 def _find_json(text: str) -> list[_RawCall]:
-    """``<tool_call>`` blocks; without any, bare JSON objects that have a ``"name"``."""
+    """``<tool_call>`` blocks; without any, bare JSON objects that have a ``"name"``.
+
+    A bare object too deeply nested to decode ends the scan: the rest of the text lies
+    inside it (and rescanning it from each ``{`` would take quadratic time)."""
     tagged = [_json_call(m.group(1), m.start(), m.end(), tagged=True)
               for m in _TAG_RE.finditer(text)]
     if tagged:
@@ -583,9 +618,11 @@ def _find_json(text: str) -> list[_RawCall]:
     while position != -1:
         try:
             obj, end = _DECODER.raw_decode(text, position)
-        except json.JSONDecodeError as error:
-            if first_problem is None and re.match(r"\{\s*\"name\"", text[position:]):
+        except (RecursionError, ValueError) as error:  # JSONDecodeError is a ValueError
+            if first_problem is None and _NAME_KEY_RE.match(text, position):
                 first_problem = _RawCall(position, len(text), problem=_json_problem(error))
+            if isinstance(error, RecursionError):
+                break
             position = text.find("{", position + 1)
             continue
         if isinstance(obj, dict) and ("name" in obj or "function" in obj):
@@ -598,9 +635,25 @@ def _find_json(text: str) -> list[_RawCall]:
     return calls
 
 
-def _json_problem(error: json.JSONDecodeError) -> str:
-    return (f"the tool call is not valid JSON ({error.msg} at line {error.lineno} column "
-            f"{error.colno})")
+def _json_problem(error: Exception) -> str:
+    return f"the tool call is not valid JSON ({_json_reason(error, where=True)})"
+
+
+def _json_reason(error: Exception, *, where: bool) -> str:
+    """Why JSON did not decode: a syntax error (at its line and column when ``where``),
+    nesting too deep for the decoder (a ``RecursionError``), or a value it cannot hold (any
+    other ``ValueError``, such as an integer of more than 4300 digits)."""
+    if isinstance(error, json.JSONDecodeError):
+        return f"{error.msg} at line {error.lineno} column {error.colno}" if where else error.msg
+    if isinstance(error, RecursionError):
+        return "it is nested too deeply to read"
+    return f"it holds a value that cannot be read: {str(error).split(';')[0]}"
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` that accepts literal newlines and tabs in strings (``strict=False``);
+    raises ``ValueError`` or ``RecursionError`` (too deeply nested) on bad input."""
+    return json.loads(text, strict=False)
 
 
 def _json_call(body: str, start: int, end: int, *, tagged: bool) -> _RawCall:
@@ -611,8 +664,8 @@ def _json_call(body: str, start: int, end: int, *, tagged: bool) -> _RawCall:
     if not body:
         return _RawCall(start, end, problem="the <tool_call> block is empty")
     try:
-        obj = json.loads(body)
-    except json.JSONDecodeError as error:
+        obj = _loads(body)
+    except (RecursionError, ValueError) as error:  # JSONDecodeError is a ValueError
         where = "inside <tool_call>...</tool_call> " if tagged else ""
         return _RawCall(start, end, problem=_json_problem(error).replace(
             "the tool call is", f"the text {where}is"))
@@ -636,16 +689,17 @@ def _json_call_from_obj(obj: dict[str, Any], start: int, end: int) -> _RawCall:
     arguments = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(arguments, str):  # OpenAI encodes arguments as a JSON string
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as error:
+            arguments = _loads(arguments) if arguments.strip() else {}
+        except (RecursionError, ValueError) as error:
             return _RawCall(start, end, name=name, problem=(
-                f'"arguments" is a string that is not valid JSON ({error.msg})'))
+                '"arguments" is a string that is not valid JSON '
+                f"({_json_reason(error, where=False)})"))
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         return _RawCall(start, end, name=name, problem=(
             '"arguments" must be a JSON object mapping argument names to values, got '
-            f"{json.dumps(arguments)}"))
+            f"{_show(arguments)}"))
     return _RawCall(start, end, name=name, arguments=arguments)
 
 
@@ -725,7 +779,11 @@ def _bind(tool: _Tool, arguments: dict[str, Any] | str | None) -> dict[str, Any]
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    """``value`` as JSON (a string as its repr), cut to 80 characters."""
+    try:
+        text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    except (RecursionError, ValueError):  # nested deeper than the encoder goes
+        text = f"a deeply nested {type(value).__name__}"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -840,8 +898,10 @@ def _convert_container(value: Any, hint: Any) -> Any:
     expected = "a JSON object" if wanted is dict else "a JSON array"
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+            value = _loads(value)
+        except RecursionError:
+            raise _ConversionError(f"{expected} nested less deeply") from None
+        except ValueError:  # JSONDecodeError, or a value json cannot hold
             raise _ConversionError(expected) from None
     if not isinstance(value, wanted):
         raise _ConversionError(expected)

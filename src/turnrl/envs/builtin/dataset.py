@@ -16,9 +16,12 @@ task); ``reset()`` without a seed draws a row at random. The first message is
 The reply earns 1.0 when it matches the gold answer (column ``answer_key``; a list of strings
 means any of them is right), else 0.0, and the episode terminates. ``checker`` decides how:
 
-* ``"math"``: ``math_verify.parse`` of the reply (its last ``\\boxed{}``, LaTeX or plain
-  expression) ``verify``-equal to the gold, parsed as LaTeX: ``"0.5"`` matches
-  ``"\\frac{1}{2}"``, ``"3"`` and ``"x = 3"`` match each other, ``"1/2"`` matches ``"0.5"``.
+* ``"math"``: the reply (its last ``\\boxed{}``, LaTeX or plain expression; a bare expression
+  such as ``2\\sqrt{3}`` as a whole) ``verify``-equal to the gold, parsed as LaTeX:
+  ``"0.5"`` matches ``"\\frac{1}{2}"``, ``"3"`` and ``"x = 3"`` match each other, ``"1/2"``
+  matches ``"0.5"``, ``"\\sqrt{2}"`` matches ``"\\sqrt{2}"``. Golds and replies are read by
+  :mod:`turnrl.rewards.builtin.maths` (:func:`~turnrl.rewards.builtin.maths.parse_gold`,
+  :func:`~turnrl.rewards.builtin.maths.parse_reply`), as the ``math_verify`` reward reads them.
 * ``"exact"``: equal after normalising both (lowercase, punctuation and the articles a/an/the
   removed, whitespace collapsed): ``"The Eiffel Tower."`` matches ``"eiffel tower"``.
 * ``"auto"`` (default): ``"math"`` for a gold that contains a digit or a LaTeX command, has no
@@ -36,14 +39,32 @@ import json
 import random
 import re
 import string
-import threading
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from turnrl.envs.protocol import EnvSpec
+from turnrl.rewards.builtin import maths
+from turnrl.rewards.builtin.maths import MATH_WORDS, looks_like_math, parse_gold, parses_as_math
 from turnrl.types import Message, StepResult
+
+__all__ = [
+    "CHECKERS",
+    "MATH_WORDS",
+    "SPEC",
+    "DatasetEnv",
+    "DatasetEnvError",
+    "exact_equal",
+    "import_math_verify",
+    "load_rows",
+    "looks_like_math",
+    "math_equal",
+    "normalize_answer",
+    "parse_gold",
+    "parses_as_math",
+    "sample_path",
+]
 
 SPEC = EnvSpec(
     id="dataset-v0",
@@ -59,9 +80,7 @@ CHECKERS = ("auto", "math", "exact")
 SAMPLE_FILE = "data/sample_math.jsonl"  # inside the turnrl.envs.builtin package
 FILE_TYPES = {".jsonl": "json", ".ndjson": "json", ".json": "json", ".csv": "csv",
               ".tsv": "csv", ".parquet": "parquet", ".pq": "parquet"}
-MATH_TIMEOUT_S = 5  # math-verify's per-parse and per-comparison timeout (main thread only)
-# Words allowed in a math gold under checker="auto" (besides LaTeX commands).
-MATH_WORDS = frozenset({"sqrt", "sin", "cos", "tan", "log", "ln", "exp", "pi", "inf", "infty"})
+MATH_TIMEOUT_S = maths.MATH_TIMEOUT_S  # per parse and comparison (main thread only)
 
 Record = tuple[str, dict[str, Any]]  # (where: "line 3" / "row 3", the row)
 
@@ -154,8 +173,16 @@ class DatasetEnv:
     # -- optional capabilities --------------------------------------------------------------
 
     def oracle_action(self) -> str | None:
-        """The gold answer (the first one when there are several)."""
-        return None if self._row is None else self.rows[self._row][1][0]
+        """The first gold answer, as it is; for the math checker it is boxed
+        (``\\boxed{gold}``) when that is needed for it to match itself."""
+        if self._row is None:
+            return None
+        gold = self.rows[self._row][1][0]
+        if self._checker_of(self._row) == "math" and not math_equal(gold, gold):
+            boxed = f"\\boxed{{{gold}}}"
+            if math_equal(boxed, gold):
+                return boxed
+        return gold
 
     def sample_action(self, rng: random.Random) -> str:
         """The gold answer of a random row, from the caller's ``rng`` (mostly wrong)."""
@@ -196,55 +223,15 @@ def exact_equal(reply: str, gold: str) -> bool:
 
 
 def math_equal(reply: str, gold: str) -> bool:
-    """math-verify: does the answer extracted from ``reply`` equal the gold expression?"""
-    math_verify = import_math_verify()
-    timeout = _math_timeout()
-    parsed_gold = parse_gold(gold)
-    parsed_reply = math_verify.parse(reply, parsing_timeout=timeout)
-    return bool(parsed_gold and parsed_reply
-                and math_verify.verify(parsed_gold, parsed_reply, timeout_seconds=timeout))
-
-
-def parse_gold(gold: str) -> list[Any]:
-    """The gold answer parsed by math-verify as LaTeX (wrapped in ``$...$`` unless it has
-    ``$`` or ``\\boxed``): SymPy objects, possibly followed by the matched string (alone when
-    SymPy cannot parse it); an empty list when nothing matched."""
-    math_verify = import_math_verify()
-    timeout = _math_timeout()
-    text = gold if "$" in gold or "\\boxed" in gold else f"${gold}$"
-    return math_verify.parse(text, parsing_timeout=timeout) or math_verify.parse(
-        gold, parsing_timeout=timeout)
-
-
-def parses_as_math(gold: str) -> bool:
-    """math-verify turns ``gold`` into a SymPy object (not just its fallback string)."""
-    return any(not isinstance(item, str) for item in parse_gold(gold))
-
-
-def looks_like_math(gold: str) -> bool:
-    """``checker="auto"``'s test: a digit or LaTeX command, no words but math names, parses."""
-    if not re.search(r"\d|\\[a-zA-Z]", gold):
-        return False
-    words = re.findall(r"[A-Za-z]{2,}", re.sub(r"\\[a-zA-Z]+", " ", gold))
-    if any(word.lower() not in MATH_WORDS for word in words):
-        return False
-    return parses_as_math(gold)
+    """math-verify: does the answer in ``reply`` equal the gold expression? (The shared
+    :func:`turnrl.rewards.builtin.maths.math_equal`, with this env's timeout.)"""
+    return maths.math_equal(reply, gold, timeout_seconds=MATH_TIMEOUT_S)
 
 
 def import_math_verify() -> Any:
     """``math_verify``, or an ImportError saying how to install it."""
-    try:
-        return importlib.import_module("math_verify")
-    except ImportError as exc:
-        raise ImportError(
-            "dataset-v0: checking math answers needs math-verify, which is not installed; "
-            "pip install math-verify (or use checker='exact')"
-        ) from exc
-
-
-def _math_timeout() -> int | None:
-    # math-verify's timeout uses signal.alarm, which only the main thread may set.
-    return MATH_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+    return maths.import_math_verify("dataset-v0: checking math answers",
+                                    "or use checker='exact'")
 
 
 # -- loading ------------------------------------------------------------------------------------

@@ -290,7 +290,10 @@ class Guess:
         return self.secrets.oracle(self._candidates)
 
     def privileged_info(self) -> str:
-        """The secret (for a privileged critic, never the policy): ``"secret: 11"``."""
+        """The secret (for a privileged critic, never the policy): ``"secret: 11"``;
+        ``"no secret yet"`` before the first ``reset``."""
+        if self._secret is None:
+            return "no secret yet"
         return f"secret: {describe(self._secret)}"
 
     def state_key(self) -> tuple[Any, ...]:

@@ -32,7 +32,9 @@ declares ``slow_steps`` and the runner runs them in worker threads.
 Info for :mod:`turnrl.rewards`: reset info ``answer`` (the gold, as a string) and
 ``problem_kind``; every step the Toolbox keys (``tool_calls``, ``tool_error``, ...),
 ``invalid_action``, ``success``; the last step ``final_answer`` (``""`` if the turns ran out).
-Oracle: ``python[print(<expression>)]``, then ``answer[<its output>]``.
+Oracle: ``python[print(<expression>)]`` until a ``python`` call has run without error this
+episode, then ``answer[<its output>]`` (at once when only one turn is left). It only reads
+the state, so asking it twice gives the same action.
 ``privileged_info()``: the expression and the gold answer.
 """
 
@@ -163,7 +165,7 @@ class PythonTool:
         self._turn = 0
         self._done = True
         self._final_answer: str | None = None
-        self._computed = False  # the oracle ran its computation
+        self._code_ran = False  # a python call ran without error this episode
 
     # -- the Env protocol -------------------------------------------------------------------
 
@@ -175,7 +177,7 @@ class PythonTool:
             self._rng = random.Random(seed)
         kind = self._rng.choice(self.kinds)
         self._problem = GENERATORS[kind](self._rng)
-        self._turn, self._done, self._final_answer, self._computed = 0, False, None, False
+        self._turn, self._done, self._final_answer, self._code_ran = 0, False, None, False
         return [{"role": "system", "content": self.system_prompt},
                 {"role": "user", "content": self._problem.text}], {
                     "answer": str(self._problem.answer), "problem_kind": kind}
@@ -210,7 +212,9 @@ class PythonTool:
         Args:
             code: A Python program; print the values you need.
         """
-        return self.sandbox.run(code).observation()
+        result = self.sandbox.run(code)
+        self._code_ran = self._code_ran or result.ok
+        return result.observation()
 
     def answer(self, x: str) -> str:
         """Give your final answer (an integer); this ends the episode.
@@ -240,11 +244,11 @@ class PythonTool:
     # -- optional capabilities --------------------------------------------------------------
 
     def oracle_action(self) -> str | None:
-        """``python[print(<expression>)]`` on the first turn, then the answer."""
+        """``python[print(<expression>)]`` until a python call has run without error, then the
+        answer (also when only one turn is left). Pure: it does not change the env's state."""
         if self._done or self._problem is None:
             return None
-        if not self._computed and self.max_turns - self._turn > 1:
-            self._computed = True
+        if not self._code_ran and self.max_turns - self._turn > 1:
             return self.toolbox.format_call("python", f"print({self._problem.expression})")
         return self.toolbox.format_call("answer", str(self._problem.answer))
 

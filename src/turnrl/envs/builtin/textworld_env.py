@@ -40,6 +40,14 @@ encodes the options and the generator seed, so later resets with the same seed s
 generation (about 1 s per new game) and only restart the interpreter. Games are written to a
 temporary folder and renamed into place, so processes may share a cache.
 
+**Threads.** The spec declares ``slow_steps`` (a reset may compile a game), so the runner
+calls ``reset`` and ``step`` in worker threads. Within a process, a lock per game file makes
+the envs of a group (which reset on the same seed at once) generate and compile each game
+once: the first builds it, the others wait and then read it from the cache. TextWorld itself
+is not thread-safe (one global logic parser, used when a game is generated or loaded, and a
+global RNG), so every call into it holds one process-wide lock; only the Inform 7 compiler,
+a subprocess, runs outside it, so different games still compile in parallel.
+
 **Observations.** The game's own text, compacted: the ASCII-art banner of the intro and the
 restart prompt after the end are cut, lines are stripped and blank lines collapsed. With
 ``show_admissible=True`` every observation (except the last) ends with ``Available
@@ -51,10 +59,12 @@ collapsed, so a multi-line reply is one line. The game's parser answers anything
 understand (``That's not a verb I recognise.``); that is a normal turn. Two kinds of reply
 are refused without reaching the game, the observation says why and the turn is used up
 (``info["invalid_action"]`` is True): several commands in one reply (``take key. go east``,
-``take key then go east``: the parser would play them as several turns in one step, which
-breaks the per-turn score) and interpreter meta-commands that would put the game out of step
-with TextWorld's state tracking (``quit``, ``restart``, ``save``, ``restore``, ``undo``,
-``again``, ``script``, ``version``, ``verbose``, ``tw-...`` and a few others).
+``take key then go east``, a ``;``, ``!`` or ``?`` between commands: the parser would play
+them as several turns in one step, which breaks the per-turn score; a ``.`` counts only
+before a word, so ``examine 1.5`` and ``go north.`` are one command) and interpreter
+meta-commands that would put the game out of step with TextWorld's state tracking
+(``quit``, ``restart``, ``save``, ``restore``, ``undo``, ``again``, ``script``, ``version``,
+``verbose``, ``tw-...`` and a few others).
 ``info["admissible"]`` says whether the command was one of the admissible commands (case
 aside; the parser also accepts synonyms, so False does not mean the command did nothing).
 
@@ -80,6 +90,7 @@ import os
 import random
 import re
 import tempfile
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -96,6 +107,7 @@ SPEC = EnvSpec(
     has_oracle=True,
     has_state_key=True,
     has_privileged_info=True,
+    slow_steps=True,  # reset may generate and compile a game (seconds)
 )
 
 INSTALL_HINT = "pip install 'turnrl[textworld]'"
@@ -117,11 +129,24 @@ META_VERBS = frozenset({
     "quit", "q", "restart", "save", "restore", "undo", "script", "unscript", "transcript",
     "noscript", "version", "verbose", "brief", "superbrief", "notify", "again", "g",
 })
-COMMAND_BREAK = re.compile(r"[.;!?]|\bthen\b")  # what the parser takes as "next command"
+# What the parser takes as "next command": ; ! ? "then", and a full stop before a word (not
+# the "." of "1.5", nor a final one).
+COMMAND_BREAK = re.compile(r"[;!?]|\.(?=\s*[a-z])|\bthen\b", re.IGNORECASE)
 # A line of the ASCII-art "TEXTWORLD" banner that opens every game.
 BANNER_LINE = re.compile(r"(?=.*[_|$\\/])[ _|$\\/<>]+")
 Z_MACHINE_SEED = 1234  # the interpreter's RNG; generated games draw no random numbers
 MAX_GENERATION_ATTEMPTS = 10
+
+# TextWorld's logic parser and RNG are module globals: one call into textworld at a time.
+_TEXTWORLD_LOCK = threading.RLock()
+_BUILD_LOCKS: dict[Path, threading.Lock] = {}  # game file -> its lock (one per game built)
+_BUILD_LOCKS_GUARD = threading.Lock()
+
+
+def _build_lock(game_file: Path) -> threading.Lock:
+    """The process-wide lock that serialises generating and compiling ``game_file``."""
+    with _BUILD_LOCKS_GUARD:
+        return _BUILD_LOCKS.setdefault(game_file.resolve(), threading.Lock())
 
 
 def import_textworld() -> Any:
@@ -189,7 +214,8 @@ class TextWorldEnv:
         game_file, game_seed = self._game_file_for(self._rng)
         if game_file != self._game_file:
             self._start(game_file)
-        self._state = self._game.reset()
+        with _TEXTWORLD_LOCK:
+            self._state = self._game.reset()
         self._score, self._turn, self._done = int(self._state["score"] or 0), 0, False
         instruction = INSTRUCTION + (ADMISSIBLE_INSTRUCTION if self.show_admissible else "")
         info = {
@@ -214,7 +240,8 @@ class TextWorldEnv:
         if refusal is not None:
             text, reward, won, lost = refusal, 0.0, False, False
         else:
-            self._state, _, _ = self._game.step(command)
+            with _TEXTWORLD_LOCK:
+                self._state, _, _ = self._game.step(command)
             score = int(self._state["score"] or 0)
             reward, self._score = float(score - self._score), score
             won, lost = bool(self._state["won"]), bool(self._state["lost"])
@@ -237,7 +264,8 @@ class TextWorldEnv:
 
     def close(self) -> None:
         if self._game is not None:
-            self._game.close()
+            with _TEXTWORLD_LOCK:
+                self._game.close()
         self._game, self._game_file, self._state, self._done = None, None, None, True
 
     # -- optional capabilities --------------------------------------------------------------
@@ -292,8 +320,9 @@ class TextWorldEnv:
             objective=True,
             extras=["walkthrough"],
         )
-        self._game = self._tw.start(str(game_file), request_infos=request_infos)
-        self._game.seed(Z_MACHINE_SEED)
+        with _TEXTWORLD_LOCK:  # loading parses the game's logic with textworld's global parser
+            self._game = self._tw.start(str(game_file), request_infos=request_infos)
+            self._game.seed(Z_MACHINE_SEED)
         self._game_file = game_file
 
     def _game_options(self, game_seed: int) -> Any:
@@ -305,35 +334,56 @@ class TextWorldEnv:
         return options
 
     def _game_file_for(self, rng: random.Random) -> tuple[Path, int]:
-        """The compiled game for the next generator seed drawn from ``rng`` (cached)."""
-        from textworld.generator.chaining import QuestGenerationError
-
+        """The compiled game for the next generator seed drawn from ``rng`` (cached; built
+        under the game file's lock, so threads asking for the same game build it once)."""
         folder = self.cache_dir / f"textworld-{self._tw.__version__}"
         for _ in range(MAX_GENERATION_ATTEMPTS):
             game_seed = rng.randrange(2**31)
             options = self._game_options(game_seed)
             game_file = folder / f"{options.uuid}.z8"
-            if game_file.is_file() and game_file.with_suffix(".json").is_file():
+            if _is_built(game_file):
                 return game_file, game_seed
-            try:
-                game = self._tw.generator.make_game(options)
-            except QuestGenerationError:
-                continue  # no quest of that length in this world: draw another seed
-            _compile(self._tw, game, options, game_file)
-            return game_file, game_seed
+            with _build_lock(game_file):
+                if _is_built(game_file) or self._build(options, game_file):
+                    return game_file, game_seed
+            # no quest of that length in this world: draw another seed
         raise RuntimeError(
             f"textworld: no quest of length {self.quest_length} could be generated in "
             f"{MAX_GENERATION_ATTEMPTS} worlds of {self.num_rooms} room(s) and "
             f"{self.num_objects} object(s); lower quest_length or raise num_rooms/num_objects"
         )
 
+    def _build(self, options: Any, game_file: Path) -> bool:
+        """Generate and compile the game of ``options`` to ``game_file``; False when the
+        world has no quest of the asked length."""
+        from textworld.generator.chaining import QuestGenerationError
 
-def _compile(tw: Any, game: Any, options: Any, game_file: Path) -> None:
-    """Compile ``game`` to ``game_file`` (+ ``.json``) atomically: build aside, then rename."""
+        try:
+            with _TEXTWORLD_LOCK:
+                game = self._tw.generator.make_game(options)
+        except QuestGenerationError:
+            return False
+        _compile(self._tw, game, game_file)
+        return True
+
+
+def _is_built(game_file: Path) -> bool:
+    return game_file.is_file() and game_file.with_suffix(".json").is_file()
+
+
+def _compile(tw: Any, game: Any, game_file: Path) -> None:
+    """Compile ``game`` to ``game_file`` (+ ``.json``) atomically: build aside, then rename.
+
+    The steps of TextWorld's ``compile_game``: the Inform 7 source and the ``.json`` are
+    written under the process-wide TextWorld lock, the compiler subprocess runs outside it.
+    """
     game_file.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=game_file.parent, prefix=".build-") as build_dir:
-        options.path = os.path.join(build_dir, game_file.name)
-        built = Path(tw.generator.compile_game(game, options))
+        built = Path(build_dir) / game_file.name
+        with _TEXTWORLD_LOCK:
+            source = tw.generator.generate_inform7_source(game)
+            game.save(str(built.with_suffix(".json")))
+        tw.generator.compile_inform7_game(source, str(built))
         os.replace(built.with_suffix(".json"), game_file.with_suffix(".json"))
         os.replace(built, game_file)  # last: a .z8 in the cache means both files are there
 
