@@ -438,3 +438,15 @@ def test_a_combined_reward_accepts_numpy_scalars():
     reward = combine([{"name": "exact_match"}])
     assert isinstance(reward(reply("a", answer="a")), float)
     assert float(np.float64(reward(reply("a", answer="b")))) == 0.0
+
+
+@pytest.mark.parametrize(("entry", "expected"), [
+    ({"name": "format", "kwargs": {"pattern": "(["}}, "not a valid regular expression"),
+    ({"name": "format", "kwargs": {"pattern": "x", "mode": "match"}}, "mode must be"),
+    ({"name": "length_penalty", "kwargs": {"budget": -5, "window": 0}}, "budget >= 0"),
+    ({"name": "tool_cost", "kwargs": {"cost": -1}}, "must be >= 0"),
+])
+def test_bad_settings_fail_when_the_config_is_combined(entry, expected) -> None:
+    with pytest.raises(RewardSpecError, match=expected) as info:
+        combine([entry], where="cfg.yaml: reward.terms")
+    assert str(info.value).startswith(f"cfg.yaml: reward.terms[0] ({entry['name']}): ")

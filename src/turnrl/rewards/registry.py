@@ -48,11 +48,22 @@ REWARDS: Registry[RewardFn] = Registry("reward")
 RewardF = TypeVar("RewardF", bound=RewardFn)
 
 
-def register_reward(name: str) -> Callable[[RewardF], RewardF]:
-    """Decorator: store a reward function under ``name`` (its settings are keyword-only)."""
+_CHECKS: dict[str, Callable[..., Any]] = {}
+
+
+def register_reward(name: str, *, check: Callable[..., Any] | None = None
+                    ) -> Callable[[RewardF], RewardF]:
+    """Decorator: store a reward function under ``name`` (its settings are keyword-only).
+
+    ``check(**kwargs)``, if given, raises ``ValueError`` for bad settings; :func:`combine`
+    runs it when the config is loaded, so a bad regex or a negative budget fails before any
+    rollout instead of at the first score.
+    """
 
     def add(fn: RewardF) -> RewardF:
         REWARDS.register(name)(fn)
+        if check is not None:
+            _CHECKS[name] = check
         return fn
 
     return add
@@ -231,6 +242,11 @@ def _term(entry: Mapping[str, Any] | str, where: str) -> RewardTerm:
         raise RewardSpecError(f"{where} ({name}): 'kwargs' must be a mapping of setting names "
                               f"to values, got {kwargs!r}")
     _check_kwargs(fn, dict(kwargs), f"{where} ({name})")
+    if name in _CHECKS:
+        try:
+            _CHECKS[name](**kwargs)
+        except (TypeError, ValueError) as error:
+            raise RewardSpecError(f"{where} ({name}): {error}") from None
     label = entry.get("label", name.rpartition(":")[2].rpartition(".")[2])
     if not isinstance(label, str) or not label:
         raise RewardSpecError(f"{where} ({name}): 'label' must be a non-empty string")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from turnrl.rewards.answers import compile_pattern, last_assistant_message
@@ -11,7 +12,13 @@ from turnrl.types import Trajectory
 __all__ = ["count_tool_calls", "format_reward", "length_penalty", "tool_cost"]
 
 
-@register_reward("format")
+def _check_format(*, pattern: str, mode: str = "fullmatch") -> re.Pattern[str]:
+    if mode not in ("fullmatch", "search"):
+        raise ValueError(f"reward 'format': mode must be 'fullmatch' or 'search', got {mode!r}")
+    return compile_pattern(pattern, "format")
+
+
+@register_reward("format", check=_check_format)
 def format_reward(trajectory: Trajectory, *, pattern: str,
                   mode: Literal["fullmatch", "search"] = "fullmatch") -> float:
     """1.0 if the last assistant message (stripped of surrounding whitespace) matches
@@ -22,9 +29,7 @@ def format_reward(trajectory: Trajectory, *, pattern: str,
             ``"<think>.*</think>\\s*<answer>.*</answer>"``.
         mode: ``"fullmatch"`` (the whole message must match) or ``"search"`` (anywhere).
     """
-    if mode not in ("fullmatch", "search"):
-        raise ValueError(f"reward 'format': mode must be 'fullmatch' or 'search', got {mode!r}")
-    compiled = compile_pattern(pattern, "format")
+    compiled = _check_format(pattern=pattern, mode=mode)
     text = last_assistant_message(trajectory)
     if text is None:
         return 0.0
@@ -54,7 +59,13 @@ def count_tool_calls(trajectory: Trajectory) -> int:
     return sum(message["role"] == "tool" for message in trajectory.messages)
 
 
-@register_reward("tool_cost")
+def _check_tool_cost(*, cost: float = 0.1, free_calls: int = 0) -> None:
+    if cost < 0 or free_calls < 0:
+        raise ValueError(f"reward 'tool_cost': cost and free_calls must be >= 0, got "
+                         f"cost={cost}, free_calls={free_calls}")
+
+
+@register_reward("tool_cost", check=_check_tool_cost)
 def tool_cost(trajectory: Trajectory, *, cost: float = 0.1, free_calls: int = 0) -> float:
     """A negative reward per tool call, for efficiency-aware training.
 
@@ -72,14 +83,19 @@ def tool_cost(trajectory: Trajectory, *, cost: float = 0.1, free_calls: int = 0)
         cost: the price of one call (>= 0).
         free_calls: calls that cost nothing (>= 0).
     """
-    if cost < 0 or free_calls < 0:
-        raise ValueError(f"reward 'tool_cost': cost and free_calls must be >= 0, got "
-                         f"cost={cost}, free_calls={free_calls}")
+    _check_tool_cost(cost=cost, free_calls=free_calls)
     penalty = cost * max(0, count_tool_calls(trajectory) - free_calls)
     return -penalty if penalty else 0.0
 
 
-@register_reward("length_penalty")
+def _check_length_penalty(*, budget: int, window: int, max_penalty: float = 1.0) -> None:
+    if budget < 0 or window < 1 or max_penalty < 0:
+        raise ValueError(f"reward 'length_penalty': need budget >= 0, window >= 1 and "
+                         f"max_penalty >= 0, got budget={budget}, window={window}, "
+                         f"max_penalty={max_penalty}")
+
+
+@register_reward("length_penalty", check=_check_length_penalty)
 def length_penalty(trajectory: Trajectory, *, budget: int, window: int,
                    max_penalty: float = 1.0) -> float:
     """A linear penalty on sampled tokens beyond a budget, saturating after ``window`` more.
@@ -97,9 +113,6 @@ def length_penalty(trajectory: Trajectory, *, budget: int, window: int,
         window: tokens over the budget at which the penalty is full (>= 1).
         max_penalty: the largest penalty (>= 0).
     """
-    if budget < 0 or window < 1 or max_penalty < 0:
-        raise ValueError(f"reward 'length_penalty': need budget >= 0, window >= 1 and "
-                         f"max_penalty >= 0, got budget={budget}, window={window}, "
-                         f"max_penalty={max_penalty}")
+    _check_length_penalty(budget=budget, window=window, max_penalty=max_penalty)
     excess = max(0, trajectory.num_sampled_tokens - budget)
     return -max_penalty * min(1.0, excess / window)
