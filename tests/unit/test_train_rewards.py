@@ -1,4 +1,4 @@
-"""reward.terms in the loop: reward functions added to the env's rewards on the last turn."""
+"""The loop's config-derived pieces: reward.terms on the last turn, the configured env spec."""
 
 from __future__ import annotations
 
@@ -47,3 +47,15 @@ def test_bad_reward_terms_are_config_errors(tmp_path, capsys) -> None:
     assert main(["train", "reward.terms=[{name: f1, wieght: 2}]"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "wieght" in err and "reward.terms" in err
+
+
+def test_the_trainer_reads_the_spec_of_the_configured_env(tmp_path) -> None:
+    from turnrl.train.loop import Trainer
+
+    cfg = load_config(None, [f"run.out_dir={tmp_path}", "env.id=frozenlake-v0",
+                             "env.kwargs={max_turns: 16, min_size: 6, max_size: 6}",
+                             "rollout.max_new_tokens=8", "train.steps=0"])
+    trainer = Trainer(cfg)
+    assert trainer.env_spec.max_turns == 16  # not the registered default of 10
+    trainer.learner = trainer.build_learner()
+    assert trainer.learner.optim.norm_len == 16 * 8  # dr_grpo's constant: turns x tokens

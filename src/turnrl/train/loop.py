@@ -136,6 +136,16 @@ def check_algo(cfg: Config, algo: AlgoPreset) -> None:
             "that provides it")
 
 
+def instance_spec(make_env: Callable[[], Env]) -> envs.EnvSpec:
+    """The spec of an env built with the run's kwargs (``max_turns`` and the capabilities
+    can depend on them; the registered spec has the defaults)."""
+    env = make_env()
+    try:
+        return env.spec
+    finally:
+        env.close()
+
+
 def build_rewards(cfg: Config) -> CombinedReward | None:
     """``reward.terms`` as one weighted sum (None when there are none)."""
     if not cfg.reward.terms:
@@ -231,7 +241,7 @@ class Trainer:
         self.rewards = build_rewards(cfg)
         self.device = setup_torch(cfg)
         self.make_env = env_factory(cfg)
-        self.env_spec = envs.spec(cfg.env.id)
+        self.env_spec = instance_spec(self.make_env)  # with env.kwargs (e.g. max_turns)
         if resume is None and cfg.model.path != "tiny":
             check_model_path(cfg.model.path)  # before the run dir exists
         self.run_dir = resume if resume is not None else new_run_dir(cfg)
