@@ -7,7 +7,7 @@ import pytest
 from turnrl.cli import main
 from turnrl.config import Config, ConfigError, load_config
 from turnrl.rewards import combine
-from turnrl.train.loop import apply_rewards, build_rewards
+from turnrl.train.loop import apply_rewards, build_rewards, reward_term_metrics
 from turnrl.types import Trajectory
 
 
@@ -24,7 +24,8 @@ def test_terms_land_on_the_last_turn_and_env_rewards_are_weighted() -> None:
                        {"name": "tool_cost", "kwargs": {"cost": 0.25}}])
     right = episode("4", turn_rewards=[0.5, 1.0], tool_calls=2)
     wrong = episode("5", turn_rewards=[0.0, 0.0], tool_calls=0)
-    metrics = apply_rewards([right, wrong], rewards, env_weight=0.5)
+    apply_rewards([right, wrong], rewards, env_weight=0.5)
+    metrics = reward_term_metrics([right, wrong])
     # right: env [0.5, 1.0] x 0.5 = [0.25, 0.5]; + 2·1 (exact match) − 0.25·2 (two calls)
     assert right.turn_rewards == pytest.approx([0.25, 0.5 + 2.0 - 0.5])
     assert wrong.turn_rewards == pytest.approx([0.0, 0.0])
@@ -34,8 +35,8 @@ def test_terms_land_on_the_last_turn_and_env_rewards_are_weighted() -> None:
 
 def test_no_terms_only_scales_the_env_rewards() -> None:
     ep = episode("4", turn_rewards=[1.0])
-    assert apply_rewards([ep], None, env_weight=1.0) == {}
-    assert ep.turn_rewards == [1.0]
+    apply_rewards([ep], None, env_weight=1.0)
+    assert ep.turn_rewards == [1.0] and reward_term_metrics([ep]) == {}
     assert build_rewards(Config()) is None
 
 

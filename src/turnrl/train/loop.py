@@ -13,7 +13,7 @@ import json
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,19 +159,25 @@ def build_rewards(cfg: Config) -> CombinedReward | None:
 
 
 def apply_rewards(trajectories: list[Trajectory], rewards: CombinedReward | None, *,
-                  env_weight: float) -> dict[str, float]:
+                  env_weight: float) -> None:
     """Turn rewards become ``env_weight · r_k``, plus ``Σ_i w_i f_i(trajectory)`` on the
-    last turn; returns ``reward/<label>`` means (unweighted) over the episodes."""
-    sums: dict[str, float] = {}
+    last turn; each term's unweighted value is kept in ``info["reward_terms"]``."""
     for traj in trajectories:
         traj.turn_rewards = [env_weight * r for r in traj.turn_rewards]
         if rewards is None or not traj.turn_rewards:
             continue
         total, parts = rewards.score(traj)
         traj.turn_rewards[-1] += total
-        for label, value in parts.items():
-            sums[f"reward/{label}"] = sums.get(f"reward/{label}", 0.0) + value
-    return {key: value / max(len(trajectories), 1) for key, value in sums.items()}
+        traj.info["reward_terms"] = parts
+
+
+def reward_term_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """``reward/<label>``: each term's mean over the scored episodes."""
+    sums: dict[str, list[float]] = {}
+    for traj in trajectories:
+        for label, value in traj.info.get("reward_terms", {}).items():
+            sums.setdefault(f"reward/{label}", []).append(value)
+    return {key: sum(values) / len(values) for key, values in sums.items()}
 
 
 def resolve_algo(algo: AlgoConfig) -> AlgoPreset:
@@ -301,18 +307,16 @@ class Trainer:
         t = self.cfg.train
         runner = self.runner(self.cfg.rollout.temperature)
         kept: list[Trajectory] = []
-        reward_parts: list[dict[str, float]] = []  # reward/<label> means of each collection
         tries = dropped = 0
         while tries < t.max_sampling_tries:
             first = self.seed_cursor
             self.seed_cursor += t.n_groups
             seeds = [self.cfg.env.train_seed_start + first + i for i in range(t.n_groups)]
             collected = runner.collect(self.make_env, seeds, t.group_size, first_group_id=first)
-            reward_parts.append(apply_rewards(collected, self.rewards,
-                                              env_weight=self.cfg.reward.env_weight))
+            apply_rewards(collected, self.rewards, env_weight=self.cfg.reward.env_weight)
             tries += 1
             if not self.algo.dynamic_sampling:
-                return collected, reward_parts[0]
+                return collected, reward_term_metrics(collected)
             keep = informative_groups(torch.tensor([x.total_reward for x in collected]),
                                       torch.tensor([x.group_id for x in collected])).tolist()
             kept += [x for x, k in zip(collected, keep, strict=True) if k]
@@ -321,7 +325,7 @@ class Trainer:
                 break
         # whole groups: each kept group contributes group_size consecutive episodes
         kept = kept[: t.n_groups * t.group_size] or collected
-        return kept, {**reward_parts[-1], "rollout/dropped_groups": float(dropped),
+        return kept, {**reward_term_metrics(kept), "rollout/dropped_groups": float(dropped),
                       "rollout/sampling_tries": float(tries)}
 
     # ------------------------------------------------------------------ stages
