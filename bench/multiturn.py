@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import RESULTS, write_results
 
 
 class EchoEnv:
@@ -119,15 +119,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--reply-tokens", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--results-dir", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--results-dir", default=str(RESULTS))
     args = parser.parse_args(argv)
     result = measure(args)
-    out = Path(args.results_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "multiturn.json").write_text(json.dumps(result, indent=2) + "\n")
-    table = markdown(result)
-    (out / "multiturn.md").write_text(table)
-    print(table)
+    write_results(args.results_dir, "multiturn", result, markdown(result))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import RESULTS, write_results
 
 
 def matmul_flops(size: int = 1024, repeats: int = 20) -> float:
@@ -147,15 +147,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--results-dir", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--results-dir", default=str(RESULTS))
     args = parser.parse_args(argv)
     result = run(args)
-    out = Path(args.results_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "rollout.json").write_text(json.dumps(result, indent=2) + "\n")
-    table = markdown(result)
-    (out / "rollout.md").write_text(table)
-    print(table)
+    write_results(args.results_dir, "rollout", result, markdown(result))
 
 
 if __name__ == "__main__":
