@@ -353,6 +353,10 @@ class TrainConfig(_Section):
     micro_batch_size: int = Field(
         16, ge=1, description="Trajectories per forward pass (gradient accumulation)."
     )
+    micro_batch_tokens: int | None = Field(
+        None, ge=1, description="Token budget of a forward pass (rows x longest row), on top "
+        "of micro_batch_size; None: rows only."
+    )
     lr: float = Field(5e-4, gt=0, description="AdamW learning rate of the policy.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip.")

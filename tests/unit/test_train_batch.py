@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from turnrl.rollout.stats import rollout_metrics
-from turnrl.train.batch import bucketed_batches, layout, select
+from turnrl.train.batch import bucketed_batches, layout, micro_batches, select
 from turnrl.train.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
 from turnrl.train.tracking import MetricsLogger
 from turnrl.types import Trajectory
@@ -82,6 +82,28 @@ def test_bucketed_batches_partition_the_rows() -> None:
     assert all(len(b) <= 4 for b in batches)
     again = bucketed_batches(batch, 4, torch.Generator().manual_seed(0))
     assert [b.tolist() for b in again] == [b.tolist() for b in batches]
+
+
+def test_micro_batches_respect_the_row_count_and_the_token_budget() -> None:
+    # lengths 1 + 3·(i % 5) prompt tokens + 3 per turn: 4 .. 16 tokens
+    trajectories = [traj(1 + 3 * (i % 5), [1], [0.0]) for i in range(23)]
+    batch = layout(trajectories, PAD)
+    lengths = batch.attention_mask.sum(-1).long()
+    rows = torch.arange(23)
+    by_rows = micro_batches(batch, rows, max_rows=5)
+    assert [len(p) for p in by_rows] == [5, 5, 5, 5, 3]
+    passes = micro_batches(batch, rows, max_rows=8, max_tokens=40)
+    assert sorted(torch.cat(passes).tolist()) == list(range(23))  # a partition
+    for chunk in passes:
+        assert len(chunk) <= 8 and len(chunk) * int(lengths[chunk].max()) <= 40
+    # short rows share big passes, long rows small ones: the five rows of 4 tokens run
+    # together (a sixth of 7 tokens would make 6 x 7 = 42 > 40), the 16-token rows in twos
+    assert len(passes[0]) == 5 and int(lengths[passes[0]].max()) == 4
+    assert len(passes[-1]) <= 40 // 16
+    # a row longer than the budget still runs, alone
+    alone = micro_batches(batch, rows, max_rows=8, max_tokens=10)
+    assert all(len(c) == 1 for c in alone if int(lengths[c].max()) > 10)
+    assert sorted(torch.cat(alone).tolist()) == list(range(23))
 
 
 # ---------------------------------------------------------------------- rollout stats

@@ -99,6 +99,31 @@ def with_critic_prefix(batch: Batch, prefixes: Sequence[Sequence[int]], pad_toke
     batch.critic_prefix_ids, batch.critic_prefix_mask = ids, mask
 
 
+def micro_batches(batch: Batch, rows: torch.Tensor, *, max_rows: int,
+                  max_tokens: int | None = None) -> list[torch.Tensor]:
+    """Cut ``rows`` into forward passes: sorted by length, then greedily filled while a pass
+    has at most ``max_rows`` rows and, with ``max_tokens``, at most that many padded tokens
+    (rows × its longest row). A row longer than ``max_tokens`` gets a pass of its own.
+
+    Short rows then share big passes and long rows small ones, so memory per pass is bounded
+    and little of it is padding. Every row lands in exactly one pass.
+    """
+    ordered = length_sorted(batch, rows)
+    if max_tokens is None:
+        return list(ordered.split(max_rows))
+    lengths = batch.attention_mask[ordered].sum(-1).long().tolist()
+    passes: list[torch.Tensor] = []
+    start = 0
+    for end in range(1, len(lengths) + 1):
+        count = end - start  # rows [start, end); ascending lengths: the last is the longest
+        full = count > max_rows or count * lengths[end - 1] > max_tokens
+        if full and count > 1:
+            passes.append(ordered[start:end - 1])
+            start = end - 1
+    passes.append(ordered[start:])
+    return passes
+
+
 def length_sorted(batch: Batch, rows: torch.Tensor) -> torch.Tensor:
     """``rows`` ordered by sequence length, so micro-batches cut from them carry little padding."""
     lengths = batch.attention_mask[rows].sum(-1)

@@ -19,7 +19,7 @@ from turnrl.algos import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 from turnrl.algos.losses import value_loss
 from turnrl.algos.presets import AlgoPreset
 from turnrl.models.policy import ValueModel, logprobs_from_logits, token_logprobs
-from turnrl.train.batch import length_sorted, select
+from turnrl.train.batch import micro_batches, select
 from turnrl.types import Batch
 
 
@@ -33,6 +33,7 @@ class OptimConfig:
     epochs: int = 1
     mini_batch_size: int = 64
     micro_batch_size: int = 16
+    micro_batch_tokens: int | None = None  # token budget of a forward pass (rows × longest)
     critic_lr: float = 1e-3
     vf_coef: float = 0.5  # weight of the value loss in the joint loss of a shared critic
     norm_len: float | None = None  # constant of the seq_mean_token_sum_norm aggregation
@@ -99,7 +100,7 @@ class Learner:
 
     def _chunked(self, fn, batch: Batch) -> Tensor:
         out = torch.zeros_like(batch.old_logprobs)
-        for rows in torch.arange(batch.size).split(self.optim.micro_batch_size):
+        for rows in self._micro(batch, torch.arange(batch.size)):
             sub = select(batch, rows)
             out[rows, : sub.input_ids.shape[1]] = fn(sub).float()
         return out
@@ -131,6 +132,11 @@ class Learner:
         metrics["loss/optimizer_steps"] = float(steps)
         return metrics
 
+    def _micro(self, batch: Batch, rows: Tensor) -> list[Tensor]:
+        """The forward passes over ``rows`` (length-sorted; row count and token budget)."""
+        return micro_batches(batch, rows, max_rows=self.optim.micro_batch_size,
+                             max_tokens=self.optim.micro_batch_tokens)
+
     def _normalisers(self, batch: Batch, rows: Tensor) -> dict[str, float | None]:
         mask = batch.loss_mask[rows]
         return {
@@ -145,7 +151,7 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = defaultdict(float)
         n_micro = 0
-        for micro_rows in length_sorted(batch, rows).split(self.optim.micro_batch_size):
+        for micro_rows in self._micro(batch, rows):
             micro = select(batch, micro_rows)
             out = self.policy(input_ids=micro.input_ids, attention_mask=micro.attention_mask,
                               output_hidden_states=self.shared_critic)
@@ -215,8 +221,9 @@ class Learner:
         norms = self._normalisers(batch, rows)
         optimizer.zero_grad(set_to_none=True)
         total = clipfrac = 0.0
-        n_micro = len(rows.split(self.optim.micro_batch_size))
-        for micro_rows in length_sorted(batch, rows).split(self.optim.micro_batch_size):
+        passes = self._micro(batch, rows)
+        n_micro = len(passes)
+        for micro_rows in passes:
             micro = select(batch, micro_rows)
             loss, vf_metrics = self._value_loss(
                 self._critic_forward(micro, detach_body=self.shared_critic), micro, norms)
