@@ -126,3 +126,11 @@ def test_oracle_answers_when_one_turn_is_left() -> None:
     env.step("no call here")
     action = env.oracle_action()
     assert action.startswith("answer[") and env.step(action).info["success"]
+
+
+def test_tool_role_user_for_templates_without_a_tool_role() -> None:
+    env = PythonTool(tool_role="user")
+    env.reset(seed=0)
+    assert env.step("python[print(1)]").observation == [{"role": "user", "content": "1"}]
+    with pytest.raises(ValueError, match="tool_role must be one of"):
+        PythonTool(tool_role="function")

@@ -407,3 +407,12 @@ def test_dense_retrieval_on_the_packaged_minilm(user_files):
     with pytest.raises(ValueError, match=r"^search-qa-v0: dense_model .* is not a sentence-"):
         SearchQA(corpus_path=str(corpus), questions_path=str(questions), retriever="dense",
                  dense_model=str(corpus.parent)).reset(seed=0)
+
+
+def test_tool_role_user_for_templates_without_a_tool_role() -> None:
+    env = SearchQA(tool_role="user", tool_format="compact")
+    env.reset(seed=0)
+    assert env.step(env.oracle_action()).observation[0]["role"] == "user"
+    assert env.spec.kwargs["tool_role"] == "user"
+    with pytest.raises(ValueError, match="tool_role must be one of"):
+        SearchQA(tool_role="function")

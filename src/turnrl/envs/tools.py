@@ -102,6 +102,19 @@ TOOL_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 _NO_DESCRIPTION = "\x00turnrl-no-description\x00"  # placeholder for plain docstrings
 
 
+TOOL_ROLES = ("tool", "user")
+
+
+def check_tool_role(role: str, env: str) -> str:
+    """The message role of tool results: ``"tool"`` (default) or ``"user"``, for chat
+    templates that reject a ``tool`` message without a matching ``tool_calls`` entry
+    (Mistral) or that need strict user/assistant alternation (Gemma)."""
+    if role not in TOOL_ROLES:
+        raise ValueError(f"{env}: tool_role must be one of {TOOL_ROLES}, got {role!r}; use "
+                         "'user' for chat templates without a tool role")
+    return role
+
+
 class ToolSchemaError(ValueError):
     """A callable cannot be a tool (no type hints, no docstring, unsupported parameters)."""
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from turnrl.envs.protocol import EnvSpec
 from turnrl.envs.sandbox import Sandbox
-from turnrl.envs.tools import TOOL_FORMATS, Toolbox, ToolFormat
+from turnrl.envs.tools import TOOL_FORMATS, Toolbox, ToolFormat, check_tool_role
 from turnrl.types import Message, StepResult
 
 SPEC = EnvSpec(
@@ -134,12 +134,14 @@ class PythonTool:
         wall_time_s, memory_mb: the sandbox's wall-clock and per-process memory limits of one
             ``python`` call (the other limits are :class:`turnrl.envs.sandbox.SandboxConfig`'s
             defaults).
+        tool_role: role of the ``python`` results: ``"tool"``, or ``"user"`` for chat
+            templates without a tool role (:func:`turnrl.envs.tools.check_tool_role`).
         max_turns: turn budget (>= 2: one computation and the answer).
     """
 
     def __init__(self, *, kinds: tuple[str, ...] | list[str] | None = None,
                  tool_format: ToolFormat = "auto", wall_time_s: float = 5.0,
-                 memory_mb: int = 256, max_turns: int = 4) -> None:
+                 memory_mb: int = 256, tool_role: str = "tool", max_turns: int = 4) -> None:
         kinds = tuple(kinds) if kinds is not None else tuple(GENERATORS)
         unknown = [k for k in kinds if k not in GENERATORS]
         if unknown or not kinds:
@@ -152,10 +154,11 @@ class PythonTool:
             raise ValueError(f"python-v0: max_turns must be an int >= 2 (compute, then "
                              f"answer), got {max_turns!r}")
         self.kinds, self.tool_format, self.max_turns = kinds, tool_format, max_turns
+        self.tool_role = check_tool_role(tool_role, "python-v0")
         self.sandbox = Sandbox(wall_time_s=wall_time_s, memory_mb=memory_mb)
         self.spec = replace(SPEC, max_turns=max_turns, kwargs={
             "kinds": list(kinds), "tool_format": tool_format, "wall_time_s": wall_time_s,
-            "memory_mb": memory_mb, "max_turns": max_turns})
+            "memory_mb": memory_mb, "tool_role": tool_role, "max_turns": max_turns})
         self.toolbox = Toolbox({"python": self.python, "answer": self.answer},
                                format=tool_format)
         self.system_prompt = (f"{INSTRUCTION}\nTools:\n{self.toolbox.describe()}\n"
@@ -197,7 +200,7 @@ class PythonTool:
         if self._done:
             info["final_answer"] = self._final_answer if terminated else ""
         return StepResult(
-            observation=[{"role": "tool" if ran_code else "user", "content": text}],
+            observation=[{"role": self.tool_role if ran_code else "user", "content": text}],
             reward=1.0 if success else 0.0, terminated=terminated, truncated=truncated,
             info=info)
 

@@ -94,7 +94,7 @@ from turnrl.envs.retrieval import (
     RetrieverKind,
     get_retriever,
 )
-from turnrl.envs.tools import TOOL_FORMATS, Toolbox, ToolFormat
+from turnrl.envs.tools import TOOL_FORMATS, Toolbox, ToolFormat, check_tool_role
 from turnrl.registry import closest_name
 from turnrl.rewards import normalize_answer
 from turnrl.types import Message, StepResult
@@ -138,6 +138,8 @@ class SearchQA:
             ``questions_path``, replaces the generated knowledge base.
         questions_path: a JSONL file of ``{"question", "answer" | "answers", "support"?}``.
         instruction: the first line of the system prompt (the tool list follows it).
+        tool_role: role of the search results: ``"tool"``, or ``"user"`` for chat templates
+            without a tool role (:func:`turnrl.envs.tools.check_tool_role`).
         max_turns: the turn budget (>= 3 when two-hop questions are possible, else >= 2).
     """
 
@@ -154,6 +156,7 @@ class SearchQA:
         corpus_path: str | Path | None = None,
         questions_path: str | Path | None = None,
         instruction: str = INSTRUCTION,
+        tool_role: str = "tool",
         max_turns: int = 6,
     ) -> None:
         user_files = _validate(hops, top_k, tool_format, retriever, dense_model, corpus_path,
@@ -167,13 +170,14 @@ class SearchQA:
             self.kb = generate_kb(kb_seed, num_people)
             self.corpus, self.questions = self.kb.corpus, ()
         self.hops, self.top_k, self.tool_format = hops, top_k, tool_format
+        self.tool_role = check_tool_role(tool_role, "search-qa-v0")
         self.retriever_kind, self.dense_model, self.max_turns = retriever, dense_model, max_turns
         self.spec = replace(SPEC, max_turns=max_turns, kwargs={
             "kb_seed": kb_seed, "num_people": num_people, "hops": hops, "top_k": top_k,
             "tool_format": tool_format, "retriever": retriever, "dense_model": dense_model,
             "corpus_path": None if corpus_path is None else str(corpus_path),
             "questions_path": None if questions_path is None else str(questions_path),
-            "instruction": instruction, "max_turns": max_turns,
+            "instruction": instruction, "tool_role": tool_role, "max_turns": max_turns,
         })
         self.toolbox = Toolbox({"search": self.search, "answer": self.answer}, format=tool_format)
         self.system_prompt = (f"{instruction}\nTools:\n{self.toolbox.describe()}\n"
@@ -233,7 +237,7 @@ class SearchQA:
             info["answer"] = list(self._current().answers)
             info["final_answer"] = self._final_answer if terminated else ""
         return StepResult(
-            observation=[{"role": "tool" if searched else "user", "content": text}],
+            observation=[{"role": self.tool_role if searched else "user", "content": text}],
             reward=1.0 if success else 0.0,
             terminated=terminated,
             truncated=truncated,
