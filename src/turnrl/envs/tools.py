@@ -370,6 +370,16 @@ class Toolbox:
                         "other parameters defaults or use format='json' or 'auto'"
                     )
 
+    def system_prompt(self, instruction: str) -> str:
+        """An env's system message: ``instruction``, the tools and how to call them."""
+        return (f"{instruction}\nTools:\n{self.describe()}\n{self.format_hint()} "
+                "One tool call per turn.")
+
+    def template_schemas(self) -> list[dict[str, Any]]:
+        """The schemas for ``apply_chat_template(tools=...)`` (``HasTools.tool_schemas``):
+        ``[]`` in the compact format, whose tools the system prompt lists instead."""
+        return [] if self.format == "compact" else self.schemas()
+
     def format_call(self, name: str, argument: str) -> str:
         """A call of the one-argument tool ``name`` as this toolbox's agent would write it
         (for oracles and demonstrations): ``name[argument]`` in the compact and auto formats,

@@ -96,10 +96,12 @@ def check_names(cfg: Config) -> None:
     })
 
 
-def check_env_kwargs(cfg: Config) -> None:
-    """Build the env once so a bad ``env.kwargs`` entry fails before any heavy work."""
+def check_env_kwargs(cfg: Config) -> envs.EnvSpec:
+    """Build the env once so a bad ``env.kwargs`` entry fails before any heavy work; returns
+    that instance's spec (``max_turns`` and the capabilities can depend on the kwargs; the
+    registered spec has the defaults)."""
     try:
-        envs.make(cfg.env.id, **cfg.env.kwargs).close()
+        env = envs.make(cfg.env.id, **cfg.env.kwargs)
     except (UnknownEnvError, ImportError) as error:  # a gym: id gymnasium lacks, or no gymnasium
         where = cfg.origin_of("env.id")
         raise ConfigError(f"{where + ': ' if where else ''}env.id: {error}") from None
@@ -110,6 +112,8 @@ def check_env_kwargs(cfg: Config) -> None:
         where = cfg.origin_of(f"env.kwargs.{min(found)[1]}" if found else "env.kwargs")
         prefix = f"{where}: " if where else ""
         raise ConfigError(f"{prefix}env.kwargs for {cfg.env.id!r}: {error}") from None
+    env.close()
+    return env.spec
 
 
 def check_algo(cfg: Config, algo: AlgoPreset) -> None:
@@ -134,16 +138,6 @@ def check_algo(cfg: Config, algo: AlgoPreset) -> None:
             f"critic.privileged: env {cfg.env.id!r} has no privileged_info() (its spec does "
             "not declare has_privileged_info); set critic.privileged=false or use an env "
             "that provides it")
-
-
-def instance_spec(make_env: Callable[[], Env]) -> envs.EnvSpec:
-    """The spec of an env built with the run's kwargs (``max_turns`` and the capabilities
-    can depend on them; the registered spec has the defaults)."""
-    env = make_env()
-    try:
-        return env.spec
-    finally:
-        env.close()
 
 
 def build_rewards(cfg: Config) -> CombinedReward | None:
@@ -240,14 +234,14 @@ class Trainer:
 
     def __init__(self, cfg: Config, *, resume: Path | None = None) -> None:
         check_names(cfg)
-        check_env_kwargs(cfg)
+        env_spec = check_env_kwargs(cfg)
         self.cfg = cfg
         self.algo = resolve_algo(cfg.algo)
         check_algo(cfg, self.algo)
         self.rewards = build_rewards(cfg)
         self.device = setup_torch(cfg)
         self.make_env = env_factory(cfg)
-        self.env_spec = instance_spec(self.make_env)  # with env.kwargs (e.g. max_turns)
+        self.env_spec = env_spec  # built with env.kwargs (e.g. max_turns)
         if resume is None and cfg.model.path != "tiny":
             check_model_path(cfg.model.path)  # before the run dir exists
         self.run_dir = resume if resume is not None else new_run_dir(cfg)

@@ -161,8 +161,7 @@ class PythonTool:
             "memory_mb": memory_mb, "tool_role": tool_role, "max_turns": max_turns})
         self.toolbox = Toolbox({"python": self.python, "answer": self.answer},
                                format=tool_format)
-        self.system_prompt = (f"{INSTRUCTION}\nTools:\n{self.toolbox.describe()}\n"
-                              f"{self.toolbox.format_hint()} One tool call per turn.")
+        self.system_prompt = self.toolbox.system_prompt(INSTRUCTION)
         self._rng: random.Random | None = None
         self._problem: Problem | None = None
         self._turn = 0
@@ -231,7 +230,7 @@ class PythonTool:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """JSON schemas for the chat template (``[]`` in the compact format)."""
-        return [] if self.tool_format == "compact" else self.toolbox.schemas()
+        return self.toolbox.template_schemas()
 
     def is_correct(self, text: str) -> bool:
         """Whether ``text`` is the gold integer (commas, spaces and a ``.0`` allowed)."""

@@ -180,8 +180,7 @@ class SearchQA:
             "instruction": instruction, "tool_role": tool_role, "max_turns": max_turns,
         })
         self.toolbox = Toolbox({"search": self.search, "answer": self.answer}, format=tool_format)
-        self.system_prompt = (f"{instruction}\nTools:\n{self.toolbox.describe()}\n"
-                              f"{self.toolbox.format_hint()} One tool call per turn.")
+        self.system_prompt = self.toolbox.system_prompt(instruction)
         self._retriever: Retriever | None = None  # built (or taken from the cache) on reset
         self._rng: random.Random | None = None
         self._question: Question | None = None
@@ -284,7 +283,7 @@ class SearchQA:
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools' JSON schemas for the chat template (``[]`` in the compact format, whose
         tools the system prompt lists)."""
-        return [] if self.tool_format == "compact" else self.toolbox.schemas()
+        return self.toolbox.template_schemas()
 
     def is_correct(self, text: str) -> bool:
         """Whether ``text`` equals a gold answer after SQuAD normalisation."""
