@@ -1,4 +1,5 @@
-"""HFEngine: stopping, greedy decoding, top-p, batching with padding, KV sessions."""
+"""HFEngine: stopping, greedy decoding, top-p, continuous batching with padding, per-request
+seeds, KV sessions."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 
 from turnrl.models.chat import encode, render
 from turnrl.rollout.engine import Completion, Engine, SamplingParams
-from turnrl.rollout.hf import HFEngine, sample_tokens
+from turnrl.rollout.hf import HFEngine, _Request, sample_rows, sample_tokens
 
 GREEDY = SamplingParams(max_new_tokens=8, temperature=0.0)
 
@@ -151,7 +152,7 @@ def test_async_generate_batches_concurrent_requests(random_model, tokenizer, pro
         return list(await asyncio.gather(*(engine.generate(p, GREEDY) for p in prompts)))
 
     completions = asyncio.run(run())
-    assert engine.stats["batches"] == 1 and engine.stats["requests"] == len(prompts)
+    assert engine.stats["prefills"] == 1 and engine.stats["requests"] == len(prompts)
     expected = make_engine(random_model, tokenizer).generate_batch(prompts, GREEDY)
     assert [c.token_ids for c in completions] == [c.token_ids for c in expected]
 
@@ -163,7 +164,7 @@ def test_max_batch_size_splits_the_requests(random_model, tokenizer, prompts) ->
         return list(await asyncio.gather(*(engine.generate(p, GREEDY) for p in prompts)))
 
     completions = asyncio.run(run())
-    assert engine.stats["batches"] == 2
+    assert engine.stats["max_running"] == 2 and engine.stats["prefills"] >= 2
     expected = make_engine(random_model, tokenizer).generate_batch(prompts, GREEDY)
     assert [c.token_ids for c in completions] == [c.token_ids for c in expected]
 
@@ -228,3 +229,125 @@ def test_generate_batch_restores_the_training_mode(random_model, tokenizer, prom
         assert random_model.training
     finally:
         random_model.eval()
+
+
+def full_forward_logprobs(model, prompt: list[int], completion: Completion,
+                          temperature: float) -> torch.Tensor:
+    """log_softmax(logits / T) of each sampled token, from one forward pass of the sequence."""
+    ids = torch.tensor([prompt + completion.token_ids])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1:-1].float()
+    logp = torch.log_softmax(logits / (temperature or 1.0), -1)
+    return logp.gather(-1, torch.tensor(completion.token_ids)[:, None])[:, 0]
+
+
+MIXED = [SamplingParams(max_new_tokens=7, temperature=1.0, seed=11),
+         SamplingParams(max_new_tokens=3, temperature=0.7, seed=12),
+         SamplingParams(max_new_tokens=8, temperature=1.0, top_p=0.9, seed=13),
+         SamplingParams(max_new_tokens=5, temperature=0.0, seed=14)]
+
+
+def test_seeded_requests_sample_the_same_tokens_alone_or_in_a_mixed_batch(random_model, tokenizer,
+                                                                          prompts) -> None:
+    """Per-request generators: a request's samples do not depend on its batch mates, and the
+    recorded log-probs equal those of a full forward pass at the request's temperature."""
+    engine = make_engine(random_model, tokenizer)
+    together = engine.generate_batch(prompts, MIXED)
+    lengths = [len(c.token_ids) for c in together]
+    assert len(set(lengths)) > 1  # rows leave the batch at different steps
+    assert all(n <= p.max_new_tokens for n, p in zip(lengths, MIXED, strict=True))
+    for prompt, params, got in zip(prompts, MIXED, together, strict=True):
+        alone = make_engine(random_model, tokenizer, seed=99).generate_batch([prompt], params)[0]
+        assert alone.token_ids == got.token_ids
+        assert max(abs(x - y) for x, y in zip(alone.logprobs, got.logprobs, strict=True)) < 1e-5
+        want = full_forward_logprobs(random_model, prompt, got, params.temperature)
+        assert torch.allclose(torch.tensor(got.logprobs), want, atol=1e-5)
+    # the seed matters: another seed gives other samples
+    other = engine.generate_batch(prompts[:1], SamplingParams(max_new_tokens=7, seed=12345))[0]
+    assert other.token_ids != together[0].token_ids
+
+
+def test_unseeded_requests_are_reproducible_from_the_engine_seed(random_model, tokenizer,
+                                                                 prompts) -> None:
+    params = SamplingParams(max_new_tokens=6, temperature=1.0)
+    a = make_engine(random_model, tokenizer, seed=5).generate_batch(prompts, params)
+    b = make_engine(random_model, tokenizer, seed=5).generate_batch(prompts, params)
+    c = make_engine(random_model, tokenizer, seed=6).generate_batch(prompts, params)
+    assert [x.token_ids for x in a] == [x.token_ids for x in b]
+    assert [x.token_ids for x in a] != [x.token_ids for x in c]
+
+
+def test_continuous_batching_admits_a_request_while_others_decode(random_model, tokenizer,
+                                                                  prompts) -> None:
+    """An episode whose turn ends early sends its next request at once; it joins the running
+    batch (merged into the KV cache with different lengths) instead of waiting for it."""
+    engine = make_engine(random_model, tokenizer, reuse_kv=True)
+    long = SamplingParams(max_new_tokens=12, temperature=1.0, seed=1)
+    short = SamplingParams(max_new_tokens=2, temperature=1.0, seed=2)
+    follow = SamplingParams(max_new_tokens=4, temperature=1.0, seed=3)
+    events: list[str] = []
+
+    async def long_episode() -> Completion:
+        completion = await engine.generate(prompts[3], long, session="long")
+        events.append("long done")
+        return completion
+
+    async def short_episode() -> tuple[Completion, Completion]:
+        first = await engine.generate(prompts[1], short, session="short")
+        events.append("short turn 1 done")
+        second_prompt = prompts[1] + first.token_ids + prompts[2]
+        second = await engine.generate(second_prompt, follow, session="short")
+        events.append("short turn 2 done")
+        return first, second
+
+    async def run():
+        return await asyncio.gather(long_episode(), short_episode())
+
+    got_long, (first, second) = asyncio.run(run())
+    assert events == ["short turn 1 done", "short turn 2 done", "long done"]
+    assert engine.stats["prefills"] == 2 and engine.stats["max_running"] == 2
+    assert engine.stats["decode_steps"] == long.max_new_tokens - 1  # never decoded alone
+    # the second turn prefilled only its new tokens (session KV reuse inside the running batch)
+    assert engine.stats["prefill_tokens"] == len(prompts[3]) + len(prompts[1]) \
+        + 1 + len(prompts[2])  # the first turn's last sampled token was never fed
+    reference = make_engine(random_model, tokenizer, reuse_kv=False)
+    second_prompt = prompts[1] + first.token_ids + prompts[2]
+    for prompt, params, got in [(prompts[3], long, got_long), (prompts[1], short, first),
+                                (second_prompt, follow, second)]:
+        alone = reference.generate_batch([prompt], params)[0]
+        assert alone.token_ids == got.token_ids
+        want = full_forward_logprobs(random_model, prompt, got, params.temperature)
+        assert torch.allclose(torch.tensor(got.logprobs), want, atol=1e-5)
+    assert engine._rows == [] and engine._cache is None  # the batch is empty again
+
+
+def test_retiring_rows_drops_padding_columns(random_model, tokenizer, prompts) -> None:
+    """When the longest row finishes, the columns that are padding in every remaining row go."""
+    engine = make_engine(random_model, tokenizer)
+    long_prompt, short_prompt = prompts[1], prompts[2]
+    engine._pending.extend([
+        _Request(long_prompt, SamplingParams(max_new_tokens=1, temperature=0.0), None),
+        _Request(short_prompt, SamplingParams(max_new_tokens=4, temperature=0.0), None)])
+    engine.step()  # admit both; the long one finishes at its first token
+    assert len(engine._rows) == 1
+    assert engine._mask.shape[1] == len(short_prompt) + 1  # its prompt and one fed token
+    assert bool(engine._mask.all())
+
+
+def test_sample_rows_mixes_greedy_and_sampled_rows() -> None:
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 30, generator=generator)
+    temperature = torch.tensor([0.0, 1.0, 0.5, 0.0])
+    top_p = torch.tensor([1.0, 1.0, 1e-6, 0.5])
+    uniform = torch.tensor([0.9, 0.0, 0.7, 0.1])
+    tokens, logprobs = sample_rows(logits, temperature, top_p, uniform)
+    argmax = logits.argmax(-1)
+    assert tokens[0] == argmax[0] and tokens[3] == argmax[3]  # greedy ignores u and top-p
+    assert tokens[2] == argmax[2]  # a tiny nucleus keeps only the argmax
+    # u = 0 picks the first token with non-zero probability: token 0
+    assert tokens[1] == 0
+    expected = torch.stack([torch.log_softmax(logits[0], -1)[tokens[0]],
+                            torch.log_softmax(logits[1], -1)[tokens[1]],
+                            torch.log_softmax(logits[2] / 0.5, -1)[tokens[2]],
+                            torch.log_softmax(logits[3], -1)[tokens[3]]])
+    assert torch.allclose(logprobs, expected)

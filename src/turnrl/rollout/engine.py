@@ -15,12 +15,16 @@ class SamplingParams:
     ``temperature == 0`` is greedy decoding. Recorded log-probs are those of the
     temperature-scaled distribution ``log_softmax(logits / temperature)`` *before* top-p
     truncation, i.e. what the learner recomputes with the same temperature.
+
+    ``seed`` makes one request's samples reproducible whatever else is decoded beside it
+    (as in vLLM); ``None`` draws a seed from the engine's own generator.
     """
 
     max_new_tokens: int = 16
     temperature: float = 1.0
     top_p: float = 1.0
     stop_token_ids: tuple[int, ...] = field(default_factory=tuple)
+    seed: int | None = None
 
 
 @dataclass

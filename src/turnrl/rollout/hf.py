@@ -1,16 +1,24 @@
-"""The embedded transformers engine: batched sampling with a KV cache, on CPU or one GPU.
+"""The embedded transformers engine: continuous batching with a KV cache, on CPU or one GPU.
 
-Episodes call :meth:`HFEngine.generate` from their own asyncio tasks; the engine waits until
-every runnable episode has queued its request, then decodes them together as one batch.
+Episodes call :meth:`HFEngine.generate` from their own asyncio tasks. The engine keeps one
+running batch: every decoding step it first admits the requests that arrived since the last
+step (one prefill pass for all of them, merged into the running batch's KV cache), then
+decodes one token for every running request, and hands each finished request back at once,
+so an episode that stops early steps its env and returns while the others keep decoding.
+
+Each request samples from its own random generator (seeded by ``SamplingParams.seed`` or by
+the engine), so its tokens do not depend on which other requests share its batch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel
 
@@ -22,7 +30,32 @@ class _Request:
     prompt_ids: list[int]
     params: SamplingParams
     session: str | None
-    future: asyncio.Future[Completion]
+    future: asyncio.Future[Completion] | None = None
+    result: Completion | None = None
+
+    def resolve(self, completion: Completion) -> None:
+        self.result = completion
+        if self.future is not None and not self.future.done():
+            self.future.set_result(completion)
+
+    def fail(self, error: BaseException) -> None:
+        if self.future is not None and not self.future.done():
+            self.future.set_exception(error)
+
+
+@dataclass
+class _Row:
+    """A running request: its sampling state and what it has sampled so far."""
+
+    request: _Request
+    generator: torch.Generator
+    stop_ids: frozenset[int]
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+    def finished(self) -> bool:
+        return bool(self.tokens) and (self.tokens[-1] in self.stop_ids
+                                      or len(self.tokens) >= self.request.params.max_new_tokens)
 
 
 @dataclass
@@ -37,12 +70,17 @@ class _SessionCache:
 class HFEngine:
     """Token-in / token-out generation with any Hugging Face causal LM.
 
+    The running batch is ``rows`` (B requests) with per-layer keys/values of shape
+    ``(B, kv_heads, L, head_dim)`` and an attention mask ``(B, L)``: each row's tokens are
+    right-aligned (left padding, never attended to), and its position ids count only its own
+    tokens, so a row's logits do not depend on its batch mates.
+
     Args:
         model: the policy (shared in-process with the learner: ``load_weights`` is a no-op).
         eos_token_id: the token that ends an assistant turn.
         pad_token_id: the id used for left padding (never attended to).
-        max_batch_size: at most this many requests are decoded together.
-        seed: seed of the engine's own sampling generator.
+        max_batch_size: at most this many requests decode together; the rest wait for a slot.
+        seed: seed of the engine's generator, which seeds requests that bring no seed.
         reuse_kv: keep each session's KV cache between its turns, so a turn prefills only
             the tokens appended since the last one (the observation delta) instead of the
             whole conversation. The sampled distribution is unchanged.
@@ -55,22 +93,27 @@ class HFEngine:
         self.pad_token_id = pad_token_id
         self.max_batch_size = max_batch_size
         self.device = next(model.parameters()).device
-        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed)
         self.reuse_kv = reuse_kv
         self._sessions: dict[str, _SessionCache] = {}
         self._pending: list[_Request] = []
         self._worker: asyncio.Task[None] | None = None
+        # the running batch
+        self._rows: list[_Row] = []
+        self._cache: DynamicCache | None = None
+        self._mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
         # transformers >= 5.x names the KV-cache argument `cache`; earlier ones `past_key_values`
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         forward_args = inspect.signature(base.forward).parameters
         self._cache_kwarg = "cache" if "cache" in forward_args else "past_key_values"
-        self.stats = {"batches": 0, "requests": 0, "prefill_tokens": 0, "decode_tokens": 0}
+        self.stats = {"prefills": 0, "decode_steps": 0, "requests": 0, "prefill_tokens": 0,
+                      "decode_tokens": 0, "max_running": 0}
 
     # ------------------------------------------------------------------ Engine protocol
     async def generate(self, prompt_ids: list[int], params: SamplingParams, *,
                        session: str | None = None) -> Completion:
         loop = asyncio.get_running_loop()
-        request = _Request(list(prompt_ids), params, session, loop.create_future())
+        request = _Request(list(prompt_ids), params, session, future=loop.create_future())
         self._pending.append(request)
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._serve())
@@ -86,20 +129,30 @@ class HFEngine:
         """Forget a finished episode's KV cache."""
         self._sessions.pop(session, None)
 
-    # ------------------------------------------------------------------ batching
+    # ------------------------------------------------------------------ scheduling
     async def _serve(self) -> None:
-        while self._pending:
-            await self._wait_until_settled()
-            batch = self._take_batch()
-            try:
-                completions = self.generate_batch([r.prompt_ids for r in batch], batch[0].params,
-                                                  sessions=[r.session for r in batch])
-            except Exception as error:  # hand the failure to every waiting episode
-                for request in batch:
-                    request.future.set_exception(error)
-                continue
-            for request, completion in zip(batch, completions, strict=True):
-                request.future.set_result(completion)
+        """Step the running batch until no request is running or waiting.
+
+        Between steps it yields to the event loop, so finished episodes step their envs and
+        queue their next turns, which join at the next step. An idle engine first waits for
+        the burst of requests to settle, so the first prefill takes all of them.
+        """
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            while self._pending or self._rows:
+                if not self._rows:
+                    await self._wait_until_settled()
+                try:
+                    self.step()
+                except Exception as error:  # hand the failure to every request involved
+                    for request in [r.request for r in self._rows] + self._pending:
+                        request.fail(error)
+                    self._reset_batch()
+                    self._pending.clear()
+                await asyncio.sleep(0)
+        finally:
+            self.model.train(was_training)
 
     async def _wait_until_settled(self) -> None:
         """Yield to the event loop until no new requests arrive for two rounds."""
@@ -109,89 +162,166 @@ class HFEngine:
             quiet = quiet + 1 if len(self._pending) == seen else 0
             seen = len(self._pending)
 
-    def _take_batch(self) -> list[_Request]:
-        params = self._pending[0].params
-        batch = [r for r in self._pending if r.params == params][: self.max_batch_size]
-        taken = {id(r) for r in batch}
-        self._pending = [r for r in self._pending if id(r) not in taken]
-        return batch
-
-    # ------------------------------------------------------------------ decoding
     @torch.inference_mode()
-    def generate_batch(self, prompts: list[list[int]], params: SamplingParams, *,
+    def step(self) -> None:
+        """Admit waiting requests into free slots, decode one token for every running
+        request, and resolve the requests that finished."""
+        free = self.max_batch_size - len(self._rows)
+        if self._pending and free > 0:
+            admitted, self._pending = self._pending[:free], self._pending[free:]
+            self._admit(admitted)
+            self._retire_finished()
+        if self._rows:
+            self._decode_step()
+            self._retire_finished()
+
+    def generate_batch(self, prompts: list[list[int]],
+                       params: SamplingParams | Sequence[SamplingParams], *,
                        sessions: list[str | None] | None = None) -> list[Completion]:
-        """Decode a batch of prompts (left-padded, KV-cached) and return one completion each."""
+        """Decode a list of prompts to completion (synchronously) and return one each."""
+        per_prompt = [params] * len(prompts) if isinstance(params, SamplingParams) else params
+        requests = [_Request(list(p), sp, s) for p, sp, s in
+                    zip(prompts, per_prompt, sessions or [None] * len(prompts), strict=True)]
+        self._pending.extend(requests)
         was_training = self.model.training
         self.model.eval()
         try:
-            return self._decode(prompts, params, sessions or [None] * len(prompts))
+            while any(r.result is None for r in requests):
+                self.step()
+        except Exception:
+            self._reset_batch()
+            self._pending.clear()
+            raise
         finally:
             self.model.train(was_training)
+        return [r.result for r in requests]  # type: ignore[misc]
+
+    # ------------------------------------------------------------------ the running batch
+    def _new_row(self, request: _Request) -> _Row:
+        params = request.params
+        seed = params.seed if params.seed is not None else int(
+            torch.randint(0, 2**62, (1,), generator=self.generator))
+        return _Row(request, torch.Generator().manual_seed(seed),
+                    frozenset({self.eos_token_id, *params.stop_token_ids}))
 
     def _reusable(self, prompt: list[int], session: str | None) -> _SessionCache | None:
         cached = self._sessions.get(session) if (self.reuse_kv and session) else None
         n = len(cached.token_ids) if cached else 0
         return cached if cached and len(prompt) > n and prompt[:n] == cached.token_ids else None
 
-    def _decode(self, prompts: list[list[int]], params: SamplingParams,
-                sessions: list[str | None]) -> list[Completion]:
-        batch_size = len(prompts)
-        cached = [self._reusable(p, s) for p, s in zip(prompts, sessions, strict=True)]
+    def _admit(self, requests: list[_Request]) -> None:
+        """Prefill ``requests`` in one pass (reusing their sessions' cached prefixes), sample
+        their first tokens and merge them into the running batch."""
+        prompts = [r.prompt_ids for r in requests]
+        cached = [self._reusable(r.prompt_ids, r.session) for r in requests]
         prefix = [len(c.token_ids) if c else 0 for c in cached]
         suffixes = [p[n:] for p, n in zip(prompts, prefix, strict=True)]
         past_len, width = max(prefix), max(len(s) for s in suffixes)
         # layout of each row: [left-padded cached prefix | left-padded new tokens]
-        input_ids = torch.full((batch_size, width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((batch_size, past_len + width), dtype=torch.long)
+        input_ids = torch.full((len(requests), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(requests), past_len + width), dtype=torch.long)
         for row, suffix in enumerate(suffixes):
             input_ids[row, width - len(suffix):] = torch.tensor(suffix)
-            attention_mask[row, past_len - prefix[row]:past_len] = 1
-            attention_mask[row, past_len + width - len(suffix):] = 1
-        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, past_len:]
-        stop_ids = torch.tensor(sorted({self.eos_token_id, *params.stop_token_ids}),
-                                device=self.device)
+            mask[row, past_len - prefix[row]:past_len] = 1
+            mask[row, past_len + width - len(suffix):] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)[:, past_len:]
+        cache = self._batched_past(cached, prefix, past_len)
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
+                         use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
+        rows = [self._new_row(r) for r in requests]
+        self._sample(rows, out.logits[:, -1, :])
+        self._merge(rows, cache, mask)
+        self.stats["prefills"] += 1
+        self.stats["requests"] += len(requests)
+        self.stats["prefill_tokens"] += sum(len(s) for s in suffixes)
+        self.stats["max_running"] = max(self.stats["max_running"], len(self._rows))
 
-        cache = {self._cache_kwarg: self._batched_past(cached, prefix, past_len)}
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                         position_ids=position_ids, use_cache=True, logits_to_keep=1, **cache)
-        next_position = position_ids[:, -1:] + 1
-        sampled: list[Tensor] = []
-        logprobs: list[Tensor] = []
-        finished = torch.zeros(batch_size, dtype=torch.bool, device=self.device)
-        alive_at_step: list[Tensor] = []
-        for step in range(params.max_new_tokens):
-            token, logprob = sample_tokens(out.logits[:, -1, :].float(), params, self.generator)
-            alive_at_step.append(~finished)
-            sampled.append(token)
-            logprobs.append(logprob)
-            finished = finished | torch.isin(token, stop_ids)
-            if bool(finished.all()) or step == params.max_new_tokens - 1:
-                break
-            attention_mask = torch.cat([attention_mask, attention_mask.new_ones(batch_size, 1)], 1)
-            out = self.model(input_ids=token[:, None], attention_mask=attention_mask,
-                             position_ids=next_position, use_cache=True, **cache)
-            next_position = next_position + 1
+    def _decode_step(self) -> None:
+        """Feed every running row its last sampled token and sample the next one."""
+        position_ids = self._mask.sum(-1, keepdim=True)
+        self._mask = torch.cat([self._mask, self._mask.new_ones(len(self._rows), 1)], 1)
+        last = torch.tensor([row.tokens[-1] for row in self._rows], device=self.device)
+        out = self.model(input_ids=last[:, None], attention_mask=self._mask,
+                         position_ids=position_ids, use_cache=True,
+                         **{self._cache_kwarg: self._cache})
+        self._sample(self._rows, out.logits[:, -1, :])
+        self.stats["decode_steps"] += 1
 
-        tokens = torch.stack(sampled, 1).tolist()
-        lps = torch.stack(logprobs, 1).tolist()
-        alive = torch.stack(alive_at_step, 1).tolist()
-        stop_set = set(stop_ids.tolist())
-        completions = []
-        for row in range(batch_size):
-            n = sum(alive[row])
-            ids = tokens[row][:n]
-            reason = "stop" if ids and ids[-1] in stop_set else "length"
-            completions.append(Completion(ids, lps[row][:n], reason))
-        if self.reuse_kv:
-            self._store_sessions(sessions, prompts, completions, cache[self._cache_kwarg],
-                                 attention_mask, fed=len(sampled) - 1)
-        self.stats["batches"] += 1
-        self.stats["requests"] += batch_size
-        self.stats["prefill_tokens"] += int(sum(len(s) for s in suffixes))
-        self.stats["decode_tokens"] += int(sum(len(c.token_ids) for c in completions))
-        return completions
+    def _sample(self, rows: list[_Row], logits: Tensor) -> None:
+        """Sample one token per row with the row's own parameters and generator."""
+        temperature = torch.tensor([r.request.params.temperature for r in rows])
+        top_p = torch.tensor([r.request.params.top_p for r in rows])
+        uniform = torch.stack([torch.rand((), generator=r.generator) for r in rows])
+        tokens, logprobs = sample_rows(logits.float(), temperature.to(logits.device),
+                                       top_p.to(logits.device), uniform.to(logits.device))
+        for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist(), strict=True):
+            row.tokens.append(token)
+            row.logprobs.append(logprob)
+        self.stats["decode_tokens"] += len(rows)
 
+    def _merge(self, rows: list[_Row], cache: DynamicCache, mask: Tensor) -> None:
+        """Append freshly prefilled rows to the running batch, left-padding whichever of the
+        two is shorter so that all rows share one cache length."""
+        if not self._rows:
+            self._rows, self._cache, self._mask = rows, cache, mask
+            return
+        length = max(self._mask.shape[1], mask.shape[1])
+
+        def pad(t: Tensor, dim_from_end: int) -> Tensor:
+            missing = length - t.shape[-dim_from_end]
+            return t if missing == 0 else F.pad(t, (0, 0) * (dim_from_end - 1) + (missing, 0))
+
+        assert self._cache is not None
+        layers = [(torch.cat([pad(old.keys, 2), pad(new.keys, 2)]),
+                   torch.cat([pad(old.values, 2), pad(new.values, 2)]))
+                  for old, new in zip(self._cache.layers, cache.layers, strict=True)]
+        self._cache = DynamicCache(layers)
+        self._mask = torch.cat([pad(self._mask, 1), pad(mask, 1)])
+        self._rows = self._rows + rows
+
+    def _retire_finished(self) -> None:
+        """Resolve finished rows, keep their sessions' caches and drop them from the batch."""
+        done = [i for i, row in enumerate(self._rows) if row.finished()]
+        if not done:
+            return
+        assert self._cache is not None
+        for i in done:
+            row = self._rows[i]
+            stop = row.tokens[-1] in row.stop_ids
+            if self.reuse_kv and row.request.session is not None:
+                self._store_session(i, row)
+            row.request.resolve(Completion(row.tokens, row.logprobs,
+                                           "stop" if stop else "length"))
+        keep = [i for i in range(len(self._rows)) if i not in set(done)]
+        if not keep:
+            self._reset_batch()
+            return
+        index = torch.tensor(keep, device=self.device)
+        mask = self._mask.index_select(0, index)
+        start = int(mask.any(0).nonzero()[0])  # drop columns that are padding in every row
+        self._mask = mask[:, start:]
+        self._cache = DynamicCache([
+            (layer.keys.index_select(0, index)[:, :, start:],
+             layer.values.index_select(0, index)[:, :, start:])
+            for layer in self._cache.layers])
+        self._rows = [self._rows[i] for i in keep]
+
+    def _store_session(self, i: int, row: _Row) -> None:
+        """Keep row ``i``'s keys/values: its prompt and the sampled tokens that were fed back
+        through the model (all but the last one)."""
+        assert self._cache is not None
+        columns = self._mask[i].nonzero()[:, 0]
+        fed = len(row.tokens) - 1
+        self._sessions[row.request.session] = _SessionCache(  # type: ignore[index]
+            token_ids=row.request.prompt_ids + row.tokens[:fed],
+            keys=[layer.keys[i:i + 1, :, columns] for layer in self._cache.layers],
+            values=[layer.values[i:i + 1, :, columns] for layer in self._cache.layers],
+        )
+
+    def _reset_batch(self) -> None:
+        self._rows, self._cache = [], None
+        self._mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
 
     def _batched_past(self, cached: list[_SessionCache | None], prefix: list[int],
                       past_len: int) -> DynamicCache:
@@ -211,45 +341,45 @@ class HFEngine:
             layers.append((keys, values))
         return DynamicCache(layers)
 
-    def _store_sessions(self, sessions: list[str | None], prompts: list[list[int]],
-                        completions: list[Completion], cache: DynamicCache,
-                        attention_mask: Tensor, *, fed: int) -> None:
-        """Keep, per session, the keys/values of its prompt and of the completion tokens that
-        were fed back through the model (all but the last sampled one)."""
-        prompt_width = attention_mask.shape[1] - fed
-        layer_kv = [(layer.keys, layer.values) for layer in cache.layers]
-        for row, session in enumerate(sessions):
-            if session is None:
-                continue
-            n_fed = min(len(completions[row].token_ids), fed)
-            columns = attention_mask[row, :prompt_width].nonzero()[:, 0]
-            columns = torch.cat([columns, prompt_width + torch.arange(n_fed, device=self.device)])
-            self._sessions[session] = _SessionCache(
-                token_ids=prompts[row] + completions[row].token_ids[:n_fed],
-                keys=[k[row:row + 1, :, columns] for k, _ in layer_kv],
-                values=[v[row:row + 1, :, columns] for _, v in layer_kv],
-            )
+
+def sample_rows(logits: Tensor, temperature: Tensor, top_p: Tensor,
+                uniform: Tensor) -> tuple[Tensor, Tensor]:
+    """Sample one token per row by inverting its CDF at the row's uniform draw.
+
+    Args:
+        logits: (B, V) raw next-token logits.
+        temperature: (B,) per-row temperature; 0 is greedy (argmax, uniform unused).
+        top_p: (B,) per-row nucleus mass: keep the smallest prefix of the sorted distribution
+            whose mass exceeds ``top_p`` (1 keeps everything).
+        uniform: (B,) draws from U[0, 1).
+    Returns:
+        tokens (B,) and their log-probs (B,) under ``log_softmax(logits / T)`` (T = 1 for
+        greedy rows), before any top-p truncation.
+    """
+    greedy = temperature == 0
+    logp = torch.log_softmax(logits / torch.where(greedy, 1.0, temperature)[:, None], -1)
+    probs = logp.exp()
+    if bool((top_p < 1.0).any()):
+        sorted_probs, order = probs.sort(-1, descending=True)
+        outside = sorted_probs.cumsum(-1) - sorted_probs > top_p[:, None]  # keep first > p
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs.masked_fill(outside, 0))
+    cdf = probs.cumsum(-1)
+    target = (uniform * cdf[:, -1])[:, None]
+    sampled = torch.searchsorted(cdf, target, right=True)[:, 0].clamp(max=logits.shape[-1] - 1)
+    tokens = torch.where(greedy, logits.argmax(-1), sampled)
+    return tokens, logp.gather(-1, tokens[:, None])[:, 0]
 
 
 def sample_tokens(logits: Tensor, params: SamplingParams,
                   generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-    """Sample one token per row.
+    """Sample one token per row, every row with the same ``params`` (see :func:`sample_rows`).
 
     Args:
         logits: (B, V) raw next-token logits.
     Returns:
-        tokens (B,) and their log-probs (B,) under ``log_softmax(logits / T)`` (T = 1 when
-        greedy), before any top-p truncation.
+        tokens (B,) and their log-probs (B,).
     """
-    if params.temperature == 0:
-        tokens = logits.argmax(-1)
-        return tokens, torch.log_softmax(logits, -1).gather(-1, tokens[:, None])[:, 0]
-    logp = torch.log_softmax(logits / params.temperature, -1)
-    probs = logp.exp()
-    if params.top_p < 1.0:
-        sorted_probs, order = probs.sort(-1, descending=True)
-        outside = sorted_probs.cumsum(-1) - sorted_probs > params.top_p  # keep the first > p
-        sorted_probs = sorted_probs.masked_fill(outside, 0.0)
-        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    tokens = torch.multinomial(probs, 1, generator=generator)[:, 0]
-    return tokens, logp.gather(-1, tokens[:, None])[:, 0]
+    rows = logits.shape[0]
+    uniform = torch.rand(rows, generator=generator).to(logits.device)
+    return sample_rows(logits, torch.full((rows,), float(params.temperature), device=logits.device),
+                       torch.full((rows,), float(params.top_p), device=logits.device), uniform)
