@@ -357,6 +357,11 @@ class TrainConfig(_Section):
         None, ge=1, description="Token budget of a forward pass (rows x longest row), on top "
         "of micro_batch_size; None: rows only."
     )
+    packing: bool = Field(
+        False, description="Pack each forward pass's trajectories end to end into shared rows "
+        "(position ids restart per trajectory, attention stays within it) instead of "
+        "right-padding them; same log-probs, less padding."
+    )
     lr: float = Field(5e-4, gt=0, description="AdamW learning rate of the policy.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip.")

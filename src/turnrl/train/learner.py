@@ -18,8 +18,9 @@ from torch import Tensor, nn
 from turnrl.algos import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 from turnrl.algos.losses import value_loss
 from turnrl.algos.presets import AlgoPreset
-from turnrl.models.policy import ValueModel, logprobs_from_logits, token_logprobs
+from turnrl.models.policy import ValueModel, logprobs_from_logits
 from turnrl.train.batch import micro_batches, select
+from turnrl.train.packing import packed_forward, packed_passes
 from turnrl.types import Batch
 
 
@@ -38,6 +39,7 @@ class OptimConfig:
     vf_coef: float = 0.5  # weight of the value loss in the joint loss of a shared critic
     norm_len: float | None = None  # constant of the seq_mean_token_sum_norm aggregation
     temperature: float = 1.0  # sampling temperature: log-probs are taken at the same one
+    pack: bool = False  # pack each forward pass's sequences into shared rows (train.packing)
 
 
 class Learner:
@@ -75,7 +77,7 @@ class Learner:
     def critic_values(self, batch: Batch) -> Tensor:
         """Critic outputs (B, T): V(state after tokens[: t + 1])."""
         assert self.critic is not None
-        return self._chunked(lambda b: self._critic_forward(b), batch)
+        return self._chunked(lambda b, _: self._critic_forward(b), batch)
 
     def _critic_forward(self, batch: Batch, *, detach_body: bool = False) -> Tensor:
         assert self.critic is not None
@@ -86,23 +88,38 @@ class Learner:
     @torch.no_grad()
     def policy_logprobs(self, batch: Batch) -> Tensor:
         """Log-probs (B, T) of the current policy (the learner's view of the old policy)."""
-        return self._chunked(lambda b: token_logprobs(
-            self.policy, b.input_ids, b.attention_mask,
-            temperature=self.optim.temperature)[0], batch)
+        return self._chunked(lambda b, width: self._forward(self.policy, b, width)[0], batch)
 
     @torch.no_grad()
     def reference_logprobs(self, batch: Batch) -> Tensor:
         """Log-probs (B, T) of the frozen reference policy."""
         assert self.reference is not None
-        return self._chunked(lambda b: token_logprobs(
-            self.reference, b.input_ids, b.attention_mask,
-            temperature=self.optim.temperature)[0], batch)
+        reference = self.reference
+        return self._chunked(lambda b, width: self._forward(reference, b, width)[0], batch)
+
+    def _forward(self, model: nn.Module, micro: Batch, width: int, *,
+                 with_entropy: bool = False, with_hidden: bool = False
+                 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Log-probs (B, T), optional entropies (B, T) and last hidden states (B, T, H) of
+        ``model`` over a micro-batch: right-padded, or packed into rows ``width`` tokens wide
+        (the longest trajectory of the mini-batch)."""
+        if self.optim.pack:
+            return packed_forward(model, micro.input_ids, micro.attention_mask,
+                                  temperature=self.optim.temperature, capacity=width,
+                                  with_entropy=with_entropy, with_hidden=with_hidden)
+        out = model(input_ids=micro.input_ids, attention_mask=micro.attention_mask,
+                    output_hidden_states=with_hidden)
+        logprobs, entropy = logprobs_from_logits(out.logits, micro.input_ids,
+                                                 temperature=self.optim.temperature,
+                                                 with_entropy=with_entropy)
+        return logprobs, entropy, out.hidden_states[-1] if with_hidden else None
 
     def _chunked(self, fn, batch: Batch) -> Tensor:
         out = torch.zeros_like(batch.old_logprobs)
+        width = longest(batch, torch.arange(batch.size))
         for rows in self._micro(batch, torch.arange(batch.size)):
             sub = select(batch, rows)
-            out[rows, : sub.input_ids.shape[1]] = fn(sub).float()
+            out[rows, : sub.input_ids.shape[1]] = fn(sub, width).float()
         return out
 
     # ------------------------------------------------------------------ update
@@ -133,9 +150,11 @@ class Learner:
         return metrics
 
     def _micro(self, batch: Batch, rows: Tensor) -> list[Tensor]:
-        """The forward passes over ``rows`` (length-sorted; row count and token budget)."""
-        return micro_batches(batch, rows, max_rows=self.optim.micro_batch_size,
-                             max_tokens=self.optim.micro_batch_tokens)
+        """The forward passes over ``rows``: length-sorted (or packed) and bounded by a row
+        count and a token budget."""
+        cut = packed_passes if self.optim.pack else micro_batches
+        return cut(batch, rows, max_rows=self.optim.micro_batch_size,
+                   max_tokens=self.optim.micro_batch_tokens)
 
     def _normalisers(self, batch: Batch, rows: Tensor) -> dict[str, float | None]:
         mask = batch.loss_mask[rows]
@@ -148,16 +167,15 @@ class Learner:
     def _policy_step(self, batch: Batch, rows: Tensor) -> dict[str, float]:
         self.policy.train()
         norms = self._normalisers(batch, rows)
+        width = longest(batch, rows)
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = defaultdict(float)
         n_micro = 0
         for micro_rows in self._micro(batch, rows):
             micro = select(batch, micro_rows)
-            out = self.policy(input_ids=micro.input_ids, attention_mask=micro.attention_mask,
-                              output_hidden_states=self.shared_critic)
-            logprobs, entropy = logprobs_from_logits(out.logits, micro.input_ids,
-                                                     temperature=self.optim.temperature,
-                                                     with_entropy=True)
+            logprobs, entropy, hidden = self._forward(self.policy, micro, width,
+                                                      with_entropy=True,
+                                                      with_hidden=self.shared_critic)
             assert entropy is not None and micro.adv is not None
             per_token, loss_metrics = self.policy_loss(
                 logprobs, micro.old_logprobs, micro.adv, micro.loss_mask, **self.algo.loss_kwargs)
@@ -173,9 +191,9 @@ class Learner:
                 loss = loss + self.kl_coef * kl
                 sums["loss/kl"] += kl.item()
             if self.shared_critic:  # joint loss: policy + vf_coef · value
-                assert self.critic is not None
+                assert self.critic is not None and hidden is not None
                 vf, vf_metrics = self._value_loss(
-                    self.critic.values_from_hidden(out.hidden_states[-1]), micro, norms)
+                    self.critic.values_from_hidden(hidden), micro, norms)
                 loss = loss + self.optim.vf_coef * vf
                 sums["loss/value"] += vf.item()
                 for key, value in vf_metrics.items():
@@ -238,6 +256,11 @@ class Learner:
         if self.algo.value_clip:
             metrics["loss/vf_clipfrac"] = clipfrac
         return metrics
+
+
+def longest(batch: Batch, rows: Tensor) -> int:
+    """The longest sequence (real tokens) among ``rows``."""
+    return int(batch.attention_mask[rows].sum(-1).max())
 
 
 def state_values(values: Tensor) -> Tensor:

@@ -286,7 +286,7 @@ class Trainer:
         optim = OptimConfig(lr=t.lr, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
                             epochs=t.epochs, mini_batch_size=t.mini_batch_size,
                             micro_batch_size=t.micro_batch_size, critic_lr=c.lr, vf_coef=c.vf_coef,
-                            micro_batch_tokens=t.micro_batch_tokens,
+                            micro_batch_tokens=t.micro_batch_tokens, pack=t.packing,
                             norm_len=float(norm_len), temperature=r.temperature)
         self.kl_controller = (AdaptiveKLController(coef=self.algo.kl_coef,
                                                    target=self.algo.kl_target)
