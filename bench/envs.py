@@ -2,8 +2,9 @@
 
 Per env: the random policy (``env.sample_action``) and the oracle play ``--baseline-episodes``
 held-out seeds (success with a 95% Wilson interval, env wall time per episode); then, for
-each training seed, ``turnrl train`` (SFT warm start on oracle demonstrations, then the
-default GRPO budget) and its evaluation before and after RL. SFT and SFT+RL success are the
+each training seed, ``turnrl train`` (SFT warm start on oracle demonstrations, then GRPO at
+half the default job's budget, ``BUDGET``: 15 steps of 8 tasks x 8 episodes, two optimizer
+steps each) and its evaluation before and after RL. SFT and SFT+RL success are the
 mean over training seeds with a 95% t-interval. Results are written per run (an interrupted
 sweep resumes), summarised in ``bench/results/envs.json`` and ``envs.md``, and the table is
 put into ``docs/environments.md`` between the ``bench:envs`` markers.
@@ -12,8 +13,9 @@ put into ``docs/environments.md`` between the ``bench:envs`` markers.
     python bench/envs.py --envs guess-v0 --seeds 0        # a slice of it
     python bench/envs.py --summary-only                   # re-write the tables
 
-No env gets its own RL tuning: every run is configs/default.yaml plus the env's id, kwargs and
-the reply length it needs (``ENVS``).
+No env gets its own RL tuning: every run is configs/default.yaml plus ``BUDGET`` and the env's
+id, kwargs, the reply length it needs and, for the slowest envs, fewer SFT demonstrations
+(``ENVS``; a cost limit, not tuning: 2000 Sokoban demonstrations take ~30 min per seed here).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ENVS: dict[str, list[str]] = {
     "arithmetic-v0": ["env.id=arithmetic-v0", "env.kwargs={}", "rollout.max_new_tokens=6"],
     "frozenlake-v0": ["env.id=frozenlake-v0", "env.kwargs={hole_prob: 0.1}"],
-    "sokoban-v0": ["env.id=sokoban-v0", "env.kwargs={}", "rollout.max_new_tokens=8"],
+    "sokoban-v0": ["env.id=sokoban-v0", "env.kwargs={}", "rollout.max_new_tokens=8",
+                   "sft.episodes=500"],
     "guess-v0": ["env.id=guess-v0", "env.kwargs={}", "rollout.max_new_tokens=10"],
     "python-v0": ["env.id=python-v0", "env.kwargs={tool_format: compact}",
                   "rollout.max_new_tokens=48"],
@@ -45,6 +48,8 @@ ENVS: dict[str, list[str]] = {
                           "env.kwargs={is_slippery: false, max_turns: 12}",
                           "rollout.max_new_tokens=6"],
 }
+# the RL budget of every run: half the default job's (30 steps of 16 tasks x 8 episodes)
+BUDGET = ["train.steps=15", "train.n_groups=8", "train.mini_batch_size=32"]
 MARKERS = ("<!-- bench:envs:start -->", "<!-- bench:envs:end -->")
 DEFAULT_RESULTS = ROOT / "bench" / "results"
 
@@ -101,7 +106,7 @@ def sweep(args: argparse.Namespace, results: Path) -> None:
     runs = results / "envs"
     runs.mkdir(parents=True, exist_ok=True)
     common = ["log.progress=false", "log.tensorboard=false", "train.save_samples=0",
-              "train.checkpoint_every=0", f"eval.episodes={args.eval_episodes}",
+              "train.checkpoint_every=0", f"eval.episodes={args.eval_episodes}", *BUDGET,
               *args.overrides]
     for name in args.envs:
         stem = name.replace(":", "_").replace("/", "_")
