@@ -10,7 +10,7 @@ import torch
 
 from turnrl.models.chat import encode, render
 from turnrl.rollout.engine import Completion, Engine, SamplingParams
-from turnrl.rollout.hf import HFEngine, _Request, sample_rows, sample_tokens
+from turnrl.rollout.hf import GrowingLayer, HFEngine, _Request, sample_rows, sample_tokens
 
 GREEDY = SamplingParams(max_new_tokens=8, temperature=0.0)
 
@@ -351,3 +351,25 @@ def test_sample_rows_mixes_greedy_and_sampled_rows() -> None:
                             torch.log_softmax(logits[2] / 0.5, -1)[tokens[2]],
                             torch.log_softmax(logits[3], -1)[tokens[3]]])
     assert torch.allclose(logprobs, expected)
+
+
+def test_growing_layer_appends_in_place_and_doubles_when_full() -> None:
+    generator = torch.Generator().manual_seed(0)
+    first = torch.randn(2, 1, 3, 4, generator=generator)
+    layer = GrowingLayer()
+    keys, values = layer.update(first, -first)
+    assert torch.equal(keys, first) and torch.equal(values, -first)
+    buffer = layer._keys
+    assert buffer.shape[2] == 6  # room for as many again
+    chunks = [first]
+    for _ in range(3):  # 3 + 1 + 1 + 1 = 6: still the same buffer
+        step = torch.randn(2, 1, 1, 4, generator=generator)
+        chunks.append(step)
+        keys, _ = layer.update(step, -step)
+    assert layer._keys is buffer and keys.data_ptr() == buffer.data_ptr()
+    step = torch.randn(2, 1, 2, 4, generator=generator)
+    chunks.append(step)
+    keys, values = layer.update(step, -step)  # 8 > 6: a new buffer, contents carried over
+    assert layer._keys is not buffer and layer._keys.shape[2] >= 8
+    assert torch.equal(keys, torch.cat(chunks, 2)) and torch.equal(values, -torch.cat(chunks, 2))
+    assert layer.get_seq_length() == 8

@@ -8,6 +8,11 @@ so an episode that stops early steps its env and returns while the others keep d
 
 Each request samples from its own random generator (seeded by ``SamplingParams.seed`` or by
 the engine), so its tokens do not depend on which other requests share its batch.
+
+Keys and values live in pre-allocated buffers with spare room (:class:`GrowingLayer`): a
+decoding step writes one column instead of copying the whole cache, as transformers'
+``DynamicCache`` does by concatenation. Finished rows are dropped from the buffers lazily, when
+new rows are merged in or a quarter of the rows are finished, so most steps copy nothing.
 """
 
 from __future__ import annotations
@@ -18,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel
+from transformers.cache_utils import Cache, DynamicLayer
 
 from turnrl.rollout.engine import Completion, SamplingParams
 
@@ -52,6 +57,7 @@ class _Row:
     stop_ids: frozenset[int]
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    alive: bool = True  # False once resolved: the row waits in the batch until compaction
 
     def finished(self) -> bool:
         return bool(self.tokens) and (self.tokens[-1] in self.stop_ids
@@ -65,6 +71,49 @@ class _SessionCache:
     token_ids: list[int]
     keys: list[Tensor]  # per layer (1, kv_heads, len(token_ids), head_dim)
     values: list[Tensor]
+
+
+class GrowingLayer(DynamicLayer):
+    """A KV-cache layer whose keys/values (B, kv_heads, L, head_dim) are views into buffers
+    with spare room: appending k tokens writes k columns, and a full buffer doubles (amortised
+    O(1) per token; ``DynamicLayer`` copies the whole cache on every append)."""
+
+    def __init__(self, keys: Tensor | None = None, values: Tensor | None = None, *,
+                 length: int | None = None) -> None:
+        """Adopt ``keys``/``values`` as buffers whose first ``length`` columns (default: all)
+        are the cache."""
+        super().__init__()
+        if keys is not None and values is not None:
+            self._adopt(keys, values, keys.shape[-2] if length is None else length)
+
+    def _adopt(self, keys: Tensor, values: Tensor, length: int) -> None:
+        self._keys, self._values = keys, values
+        self.keys, self.values = keys[:, :, :length], values[:, :, :length]
+        self.device, self.is_initialized = keys.device, True
+
+    def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs
+               ) -> tuple[Tensor, Tensor]:
+        new = key_states.shape[-2]
+        if not self.is_initialized:
+            self._adopt(spare_buffer(key_states, new), spare_buffer(value_states, new), new)
+            return self.keys, self.values
+        length = self.keys.shape[-2]
+        if length + new > self._keys.shape[-2]:
+            self._adopt(spare_buffer(self.keys, max(length, new)),
+                        spare_buffer(self.values, max(length, new)), length)
+        self._keys[:, :, length:length + new] = key_states
+        self._values[:, :, length:length + new] = value_states
+        self._adopt(self._keys, self._values, length + new)
+        return self.keys, self.values
+
+
+def spare_buffer(states: Tensor, spare: int) -> Tensor:
+    """A buffer (B, H, L + spare, D) whose first L columns are ``states``; the spare columns
+    are uninitialised (they are written before any view covers them)."""
+    size, heads, length, dim = states.shape
+    buffer = states.new_empty((size, heads, length + spare, dim))
+    buffer[:, :, :length] = states
+    return buffer
 
 
 class HFEngine:
@@ -100,7 +149,7 @@ class HFEngine:
         self._worker: asyncio.Task[None] | None = None
         # the running batch
         self._rows: list[_Row] = []
-        self._cache: DynamicCache | None = None
+        self._cache: Cache | None = None
         self._mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
         # transformers >= 5.x names the KV-cache argument `cache`; earlier ones `past_key_values`
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -231,7 +280,7 @@ class HFEngine:
                          use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
         rows = [self._new_row(r) for r in requests]
         self._sample(rows, out.logits[:, -1, :])
-        self._merge(rows, cache, mask)
+        self._merge(rows, cache, mask, spare=max(r.params.max_new_tokens for r in requests))
         self.stats["prefills"] += 1
         self.stats["requests"] += len(requests)
         self.stats["prefill_tokens"] += sum(len(s) for s in suffixes)
@@ -245,7 +294,11 @@ class HFEngine:
         out = self.model(input_ids=last[:, None], attention_mask=self._mask,
                          position_ids=position_ids, use_cache=True,
                          **{self._cache_kwarg: self._cache})
-        self._sample(self._rows, out.logits[:, -1, :])
+        alive = [i for i, row in enumerate(self._rows) if row.alive]
+        logits = out.logits[:, -1, :]
+        if len(alive) < len(self._rows):
+            logits = logits[torch.tensor(alive, device=self.device)]
+        self._sample([self._rows[i] for i in alive], logits)
         self.stats["decode_steps"] += 1
 
     def _sample(self, rows: list[_Row], logits: Tensor) -> None:
@@ -260,52 +313,84 @@ class HFEngine:
             row.logprobs.append(logprob)
         self.stats["decode_tokens"] += len(rows)
 
-    def _merge(self, rows: list[_Row], cache: DynamicCache, mask: Tensor) -> None:
-        """Append freshly prefilled rows to the running batch, left-padding whichever of the
-        two is shorter so that all rows share one cache length."""
-        if not self._rows:
-            self._rows, self._cache, self._mask = rows, cache, mask
-            return
-        length = max(self._mask.shape[1], mask.shape[1])
+    def _merge(self, rows: list[_Row], cache: DynamicCache, mask: Tensor, *, spare: int) -> None:
+        """Rebuild the running batch as its live rows followed by freshly prefilled ``rows``,
+        right-aligned in new buffers (with ``spare`` free columns) of one common length; the
+        finished rows and the columns that are padding in every live row are dropped."""
+        old = self._live_view()
+        parts = ([old] if old is not None else []) + [(cache, mask)]
+        length = max(m.shape[1] for _, m in parts)
+        size = sum(m.shape[0] for _, m in parts)
+        self._mask = mask.new_zeros((size, length))
+        layers = []
+        for layer in range(len(cache.layers)):
+            like = cache.layers[layer].keys
+            shape = (size, like.shape[1], length + spare, like.shape[3])
+            keys, values = like.new_empty(shape), like.new_empty(shape)
+            row = 0
+            for part_cache, part_mask in parts:
+                n, width = part_mask.shape
+                keys[row:row + n, :, :length - width] = 0  # left padding: masked, but finite
+                values[row:row + n, :, :length - width] = 0
+                keys[row:row + n, :, length - width:length] = part_cache.layers[layer].keys
+                values[row:row + n, :, length - width:length] = part_cache.layers[layer].values
+                row += n
+            layers.append(GrowingLayer(keys, values, length=length))
+        row = 0
+        for _, part_mask in parts:
+            n, width = part_mask.shape
+            self._mask[row:row + n, length - width:] = part_mask
+            row += n
+        self._cache = Cache(layers=layers)
+        self._rows = [r for r in self._rows if r.alive] + rows
 
-        def pad(t: Tensor, dim_from_end: int) -> Tensor:
-            missing = length - t.shape[-dim_from_end]
-            return t if missing == 0 else F.pad(t, (0, 0) * (dim_from_end - 1) + (missing, 0))
+    def _live_view(self) -> tuple[Cache, Tensor] | None:
+        """The live rows' keys/values and mask (a view when no row is finished), without the
+        leading columns that no live row attends to."""
+        if self._cache is None:
+            return None
+        alive = [i for i, row in enumerate(self._rows) if row.alive]
+        if not alive:
+            return None
+        mask = self._mask
+        index = None
+        if len(alive) < len(self._rows):
+            index = torch.tensor(alive, device=self.device)
+            mask = mask.index_select(0, index)
+        start = int(mask.any(0).nonzero()[0])
 
-        assert self._cache is not None
-        layers = [(torch.cat([pad(old.keys, 2), pad(new.keys, 2)]),
-                   torch.cat([pad(old.values, 2), pad(new.values, 2)]))
-                  for old, new in zip(self._cache.layers, cache.layers, strict=True)]
-        self._cache = DynamicCache(layers)
-        self._mask = torch.cat([pad(self._mask, 1), pad(mask, 1)])
-        self._rows = self._rows + rows
+        def take(t: Tensor) -> Tensor:
+            return (t if index is None else t.index_select(0, index))[:, :, start:]
+
+        layers = [GrowingLayer(take(layer.keys), take(layer.values))
+                  for layer in self._cache.layers]
+        return Cache(layers=layers), mask[:, start:]
 
     def _retire_finished(self) -> None:
-        """Resolve finished rows, keep their sessions' caches and drop them from the batch."""
-        done = [i for i, row in enumerate(self._rows) if row.finished()]
-        if not done:
-            return
-        assert self._cache is not None
-        for i in done:
+        """Resolve finished rows and keep their sessions' caches. They stay in the batch
+        (decoded but ignored) until the next merge, or a compaction once a quarter of the
+        rows are finished."""
+        finished = [i for i, row in enumerate(self._rows) if row.alive and row.finished()]
+        for i in finished:
             row = self._rows[i]
             stop = row.tokens[-1] in row.stop_ids
             if self.reuse_kv and row.request.session is not None:
                 self._store_session(i, row)
+            row.alive = False
             row.request.resolve(Completion(row.tokens, row.logprobs,
                                            "stop" if stop else "length"))
-        keep = [i for i in range(len(self._rows)) if i not in set(done)]
-        if not keep:
+        dead = sum(not row.alive for row in self._rows)
+        if dead == len(self._rows):
             self._reset_batch()
-            return
-        index = torch.tensor(keep, device=self.device)
-        mask = self._mask.index_select(0, index)
-        start = int(mask.any(0).nonzero()[0])  # drop columns that are padding in every row
-        self._mask = mask[:, start:]
-        self._cache = DynamicCache([
-            (layer.keys.index_select(0, index)[:, :, start:],
-             layer.values.index_select(0, index)[:, :, start:])
-            for layer in self._cache.layers])
-        self._rows = [self._rows[i] for i in keep]
+        elif finished and 4 * dead >= len(self._rows):
+            live = self._live_view()
+            assert live is not None
+            cache, self._mask = live
+            self._rows = [row for row in self._rows if row.alive]
+            spare = max(r.request.params.max_new_tokens - len(r.tokens) for r in self._rows)
+            self._cache = Cache(layers=[
+                GrowingLayer(spare_buffer(layer.keys, spare), spare_buffer(layer.values, spare),
+                             length=self._mask.shape[1]) for layer in cache.layers])
 
     def _store_session(self, i: int, row: _Row) -> None:
         """Keep row ``i``'s keys/values: its prompt and the sampled tokens that were fed back
