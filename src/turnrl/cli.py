@@ -55,18 +55,22 @@ def user_errors() -> tuple[type[BaseException], ...]:
 # ---------------------------------------------------------------------- commands
 def cmd_train(args: argparse.Namespace) -> int:
     from turnrl.config import load_config
-    from turnrl.train.loop import train
+    from turnrl.train.loop import RolloutError, train
 
-    if args.resume:
-        run_dir = Path(args.resume)
-        if not (run_dir / "config.yaml").is_file():
-            raise UsageError(f"--resume {args.resume!r}: no config.yaml there; give a run "
-                             "directory such as runs/default")
-        cfg = load_config(run_dir / "config.yaml", args.items)
-        result = train(cfg, resume=run_dir)
-    else:
-        path, overrides = split_config_args(args.items)
-        result = train(load_config(path, overrides))
+    try:
+        if args.resume:
+            run_dir = Path(args.resume)
+            if not (run_dir / "config.yaml").is_file():
+                raise UsageError(f"--resume {args.resume!r}: no config.yaml there; give a run "
+                                 "directory such as runs/default")
+            cfg = load_config(run_dir / "config.yaml", args.items)
+            result = train(cfg, resume=run_dir)
+        else:
+            path, overrides = split_config_args(args.items)
+            result = train(load_config(path, overrides))
+    except RolloutError as error:  # the run started, but its env kept failing
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print_results(result.before, result.after, run_dir=result.run_dir,
                   wall_time_s=result.wall_time_s)
     return 0

@@ -192,6 +192,21 @@ class EnvConfig(_Section):
         ge=0,
         description="First reset seed of held-out eval tasks; must be > train_seed_start.",
     )
+    step_timeout_s: float | None = Field(
+        None, gt=0, description="Limit on each env call (reset, step) in seconds; a call past "
+        "it fails its episode. None: no limit (calls of fast envs then run inline)."
+    )
+    on_error: Literal["exclude", "score"] = Field(
+        "exclude", description="A failed episode (env or reward function raised, timed out or "
+        "returned garbage) is left out of the batch (exclude) or trained on with total reward "
+        "error_reward (score)."
+    )
+    error_reward: float = Field(0.0, description="Total reward of a failed episode (on_error: "
+                                "score).")
+    max_failed_batches: int = Field(
+        3, ge=1, description="Stop with an error after this many consecutive batches in which "
+        "every episode failed."
+    )
 
     @model_validator(mode="after")
     def _check_seeds(self) -> EnvConfig:

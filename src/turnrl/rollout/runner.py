@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
+import logging
+import math
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -13,8 +17,13 @@ from transformers import PreTrainedTokenizerBase
 from turnrl.envs.protocol import Env, HasTools
 from turnrl.models.chat import TemplateLedger
 from turnrl.rollout.engine import Engine, SamplingParams
-from turnrl.types import Trajectory
+from turnrl.types import StepResult, Trajectory
 
+log = logging.getLogger("turnrl")
+
+
+class EnvFailure(Exception):
+    """An env call raised, timed out or returned a malformed result: its episode ends."""
 # what reward functions read (turnrl.rewards): the gold answer from reset info; the agent's
 # final answer and the evidence it retrieved from step info. Copied into trajectory.info.
 ANSWER_KEYS = ("answer", "final_answer", "retrieved")
@@ -41,18 +50,27 @@ class Runner:
             spec declares ``slow_steps`` (retrieval, code execution) always run there, so
             they do not stall the other episodes' generation; for fast envs the thread
             hand-off would only split engine batches, so they run inline by default.
+        step_timeout_s: a limit on each env call (then every call runs in a worker thread);
+            a call past it fails its episode. A hung call's thread cannot be killed: it is a
+            daemon thread, left behind, that never blocks the run or its exit.
+
+    Fault isolation: an exception (or timeout, or a malformed ``StepResult``) in
+    ``env.reset``, ``env.step`` or a tool ends that episode only. Its trajectory keeps what
+    was played, is marked ``truncated`` with ``info["error"]`` (the message, with the env id,
+    seed and turn) and is logged with the command that replays it.
     """
 
     _episode_ids = itertools.count()
 
     def __init__(self, engine: Engine, tokenizer: PreTrainedTokenizerBase,
                  params: SamplingParams, *, max_context_tokens: int = 2048,
-                 offload_env_steps: bool = False) -> None:
+                 offload_env_steps: bool = False, step_timeout_s: float | None = None) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
         self.params = params
         self.max_context_tokens = max_context_tokens
         self.offload_env_steps = offload_env_steps
+        self.step_timeout_s = step_timeout_s
 
     def collect(self, make_env: Callable[[], Env], seeds: Sequence[int], group_size: int, *,
                 first_group_id: int = 0) -> list[Trajectory]:
@@ -71,17 +89,33 @@ class Runner:
         ))
 
     async def run_episode(self, env: Env, seed: int, group_id: int) -> Trajectory:
-        """One episode from ``env.reset(seed=seed)`` to termination or truncation."""
+        """One episode from ``env.reset(seed=seed)`` to termination or truncation; a failure
+        before the first turn gives an empty trajectory marked with ``info["error"]``."""
         try:
             return await self._play(env, seed, group_id)
+        except EnvFailure as failure:  # reset, privileged_info, tool_schemas, state_key
+            message = episode_error(env, seed, "outside env.step", failure)
+            return Trajectory(env_id=env.spec.id, seed=seed, group_id=group_id, messages=[],
+                              token_ids=[], loss_mask=[], logprobs=[], turn_index=[],
+                              turn_rewards=[], terminated=False, truncated=True,
+                              info={"success": False, "error": message})
         finally:
-            env.close()
+            try:
+                env.close()
+            except Exception as error:
+                log.warning("env %s seed %s: close() raised %s: %s", env.spec.id, seed,
+                            type(error).__name__, error)
 
     async def _play(self, env: Env, seed: int, group_id: int) -> Trajectory:
-        messages, reset_info = await self._call(env, env.reset, seed=seed)
+        reset = await self._call(env, env.reset, seed=seed)
+        if not (isinstance(reset, tuple) and len(reset) == 2 and isinstance(reset[0], list)
+                and isinstance(reset[1], dict)):
+            raise EnvFailure(f"env.reset must return (messages: list, info: dict), got "
+                             f"{reset!r:.200}")
+        messages, reset_info = reset
         privileged = (await self._call(env, env.privileged_info)  # type: ignore[attr-defined]
                       if env.spec.has_privileged_info else None)
-        tools = env.tool_schemas() if isinstance(env, HasTools) else None
+        tools = guarded(env.tool_schemas) if isinstance(env, HasTools) else None
         ledger = TemplateLedger(self.tokenizer, tools=tools)
         ledger.add_messages(messages, turn=-1, add_generation_prompt=False)
         session = f"episode-{next(self._episode_ids)}"
@@ -94,10 +128,14 @@ class Runner:
         return trajectory
 
     async def _call(self, env: Env, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run an env method inline, or in a worker thread for slow envs (or when asked)."""
-        if self.offload_env_steps or env.spec.slow_steps:
-            return await asyncio.to_thread(fn, *args, **kwargs)
-        return fn(*args, **kwargs)
+        """Run an env method inline, or in a worker thread for slow envs, when asked, or
+        under a timeout; any failure is raised as :class:`EnvFailure`."""
+        if self.offload_env_steps or env.spec.slow_steps or self.step_timeout_s:
+            try:
+                return await in_thread(fn, *args, timeout=self.step_timeout_s, **kwargs)
+            except Exception as error:
+                raise env_failure(fn, error) from error
+        return guarded(fn, *args, **kwargs)
 
     def _open_turn(self, ledger: TemplateLedger, turn: int) -> bool:
         """Append the assistant header of the next turn if that turn fits the context."""
@@ -123,13 +161,21 @@ class Runner:
                 truncated, counts["context_overflow"] = True, 1
                 break
             if env.spec.has_state_key:
-                state_keys.append(stable_hash(env.state_key()))  # type: ignore[attr-defined]
+                state_keys.append(stable_hash(guarded(env.state_key)))  # type: ignore[attr-defined]
             completion = await self.engine.generate(ledger.token_ids, self.params,
                                                     session=session)
             action = ledger.add_sampled(completion.token_ids, completion.logprobs, turn=turn,
                                         eos_token_id=eos)
             counts["length_finishes"] += completion.finish_reason == "length"
-            result = await self._call(env, env.step, action)
+            try:
+                result = await self._call(env, env.step, action)
+                check_step_result(result)
+            except (EnvFailure, TypeError) as failure:  # this episode ends; the others go on
+                answer_info["error"] = episode_error(env, seed, f"env.step at turn {turn}",
+                                                     failure)
+                turn_rewards.append(0.0)
+                terminated, truncated, step_info = False, True, {}
+                break
             step_info = result.info
             counts["invalid_actions"] += bool(step_info.get("invalid_action", False))
             counts["tool_calls"] += int(step_info.get("tool_calls", 0))
@@ -143,8 +189,8 @@ class Runner:
             ledger.add_messages(result.observation, turn=turn, add_generation_prompt=False)
             if terminated or truncated:
                 break
-        info: dict[str, Any] = {"success": bool(step_info.get("success", False)), **counts,
-                                **answer_info}
+        info: dict[str, Any] = {"success": bool(step_info.get("success", False))
+                                and "error" not in answer_info, **counts, **answer_info}
         if env.spec.has_state_key:
             info["state_keys"] = state_keys
         return Trajectory(
@@ -153,3 +199,81 @@ class Runner:
             turn_index=ledger.turn_index, turn_rewards=turn_rewards, terminated=terminated,
             truncated=truncated, info=info,
         )
+
+
+def episode_error(env: Env, seed: int, where: str, error: BaseException) -> str:
+    """The message of a failed episode (logged as a warning): what failed, where, and the
+    command that replays it."""
+    text = str(error) if isinstance(error, EnvFailure) else f"{type(error).__name__}: {error}"
+    message = (f"{text} (env {env.spec.id}, seed {seed}, {where}; "
+               f"replay with `turnrl play {env.spec.id} --seed {seed}`)")
+    log.warning("episode failed: %s", message)
+    return message
+
+
+def guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with any exception raised as :class:`EnvFailure`."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as error:
+        raise env_failure(fn, error) from error
+
+
+def env_failure(fn: Callable[..., Any], error: BaseException) -> EnvFailure:
+    if isinstance(error, TimeoutError):
+        return EnvFailure(str(error))
+    name = getattr(fn, "__qualname__", repr(fn))
+    return EnvFailure(f"{name} raised {type(error).__name__}: {error}")
+
+
+def check_step_result(result: Any) -> StepResult:
+    """``result`` if it is a well-formed :class:`StepResult`, else a ``TypeError`` naming
+    what is wrong (an env returning Gymnasium's tuple, a non-numeric reward, ...)."""
+    if not isinstance(result, StepResult):
+        raise TypeError(f"env.step must return turnrl.types.StepResult, got "
+                        f"{type(result).__name__}")
+    if not isinstance(result.observation, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("content"), str) and "role" in m
+            for m in result.observation):
+        raise TypeError("StepResult.observation must be a list of {'role', 'content': str} "
+                        f"messages, got {result.observation!r:.200}")
+    if isinstance(result.reward, bool) or not isinstance(result.reward, (int, float)) \
+            or not math.isfinite(result.reward):
+        raise TypeError(f"StepResult.reward must be a finite number, got {result.reward!r}")
+    if not isinstance(result.info, dict):
+        raise TypeError(f"StepResult.info must be a dict, got {type(result.info).__name__}")
+    return result
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any, timeout: float | None = None,
+                    **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a daemon thread, awaited with an optional timeout
+    (``TimeoutError`` after ``timeout`` seconds). Unlike ``asyncio.to_thread``, a call that
+    never returns does not block the event loop's shutdown or the process's exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(outcome: tuple[bool, Any]) -> None:
+        ok, value = outcome
+        if future.done():
+            return
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+    def work() -> None:
+        try:
+            outcome: tuple[bool, Any] = (True, fn(*args, **kwargs))
+        except BaseException as error:  # handed to the awaiting episode
+            outcome = (False, error)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=work, daemon=True, name="turnrl-env").start()
+    try:
+        return await asyncio.wait_for(future, timeout)
+    except TimeoutError:
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise TimeoutError(f"{name} did not return within {timeout:g} s "
+                           "(env.step_timeout_s)") from None

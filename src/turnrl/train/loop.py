@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import functools
 import json
+import logging
 import random
 import re
 import time
@@ -69,6 +70,8 @@ from turnrl.train.tracking import MetricsLogger
 from turnrl.types import Batch, Trajectory
 
 SFT_SEED_OFFSET = 500_000_000  # SFT demonstrations use seeds disjoint from RL tasks
+
+log = logging.getLogger("turnrl")
 
 
 @dataclass
@@ -158,11 +161,36 @@ def apply_rewards(trajectories: list[Trajectory], rewards: CombinedReward | None
     last turn; each term's unweighted value is kept in ``info["reward_terms"]``."""
     for traj in trajectories:
         traj.turn_rewards = [env_weight * r for r in traj.turn_rewards]
-        if rewards is None or not traj.turn_rewards:
+        if rewards is None or not traj.turn_rewards or "error" in traj.info:
             continue
-        total, parts = rewards.score(traj)
+        try:
+            total, parts = rewards.score(traj)
+        except Exception as error:  # a reward function failed: this episode only
+            traj.info["error"] = (f"reward function raised {type(error).__name__}: {error} "
+                                  f"(env {traj.env_id}, seed {traj.seed})")
+            log.warning("episode failed: %s", traj.info["error"])
+            continue
         traj.turn_rewards[-1] += total
         traj.info["reward_terms"] = parts
+
+
+class RolloutError(RuntimeError):
+    """Every episode of ``env.max_failed_batches`` consecutive batches failed."""
+
+
+def handle_failures(trajectories: list[Trajectory], *, on_error: str,
+                    error_reward: float) -> tuple[list[Trajectory], list[Trajectory]]:
+    """Split failed episodes (``info["error"]``) from the batch: ``exclude`` leaves them out;
+    ``score`` keeps those with sampled tokens, their total reward set to ``error_reward`` (on
+    the last turn). Returns (kept, failed)."""
+    failed = [t for t in trajectories if "error" in t.info]
+    kept = [t for t in trajectories if "error" not in t.info]
+    if on_error == "score":
+        for traj in failed:
+            if traj.num_sampled_tokens:
+                traj.turn_rewards = [0.0] * (traj.num_turns - 1) + [error_reward]
+                kept.append(traj)
+    return kept, failed
 
 
 def reward_term_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -264,6 +292,8 @@ class Trainer:
         self.learner: Learner | None = None
         self.start_step = 0
         self.seed_cursor = 0  # next RL task seed offset (and group id)
+        self.failed_batches = 0  # consecutive batches in which every episode failed
+        self.last_error = ""
         self.kl_controller: AdaptiveKLController | None = None
 
     # ------------------------------------------------------------------ helpers
@@ -272,7 +302,8 @@ class Trainer:
         params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=temperature,
                                 top_p=r.top_p)
         return Runner(self.engine, self.tokenizer, params,
-                      max_context_tokens=r.max_context_tokens)
+                      max_context_tokens=r.max_context_tokens,
+                      step_timeout_s=self.cfg.env.step_timeout_s)
 
     def build_learner(self) -> Learner:
         t, r = self.cfg.train, self.cfg.rollout
@@ -299,29 +330,39 @@ class Trainer:
         sampling, groups whose (final) rewards are all equal (no group signal) are dropped and
         more are collected, at most ``train.max_sampling_tries`` times. Task seeds and group
         ids come from one cursor."""
-        t = self.cfg.train
+        t, e = self.cfg.train, self.cfg.env
         runner = self.runner(self.cfg.rollout.temperature)
         kept: list[Trajectory] = []
-        tries = dropped = 0
+        tries = dropped = errors = 0
         while tries < t.max_sampling_tries:
             first = self.seed_cursor
             self.seed_cursor += t.n_groups
-            seeds = [self.cfg.env.train_seed_start + first + i for i in range(t.n_groups)]
+            seeds = [e.train_seed_start + first + i for i in range(t.n_groups)]
             collected = runner.collect(self.make_env, seeds, t.group_size, first_group_id=first)
             apply_rewards(collected, self.rewards, env_weight=self.cfg.reward.env_weight)
+            collected, failed = handle_failures(collected, on_error=e.on_error,
+                                                error_reward=e.error_reward)
+            errors += len(failed)
+            if failed:
+                self.last_error = failed[-1].info["error"]
             tries += 1
             if not self.algo.dynamic_sampling:
-                return collected, reward_term_metrics(collected)
+                kept = collected
+                break
             keep = informative_groups(torch.tensor([x.total_reward for x in collected]),
                                       torch.tensor([x.group_id for x in collected])).tolist()
             kept += [x for x, k in zip(collected, keep, strict=True) if k]
-            dropped += (len(collected) - sum(keep)) // t.group_size
+            dropped += len({x.group_id for x in collected}) - len(
+                {x.group_id for x, k in zip(collected, keep, strict=True) if k})
             if len(kept) >= t.n_groups * t.group_size:
                 break
-        # whole groups: each kept group contributes group_size consecutive episodes
-        kept = kept[: t.n_groups * t.group_size] or collected
-        return kept, {**reward_term_metrics(kept), "rollout/dropped_groups": float(dropped),
-                      "rollout/sampling_tries": float(tries)}
+        metrics = {"rollout/env_errors": float(errors)}
+        if self.algo.dynamic_sampling:
+            # whole groups: each kept group contributes its episodes consecutively
+            kept = kept[: t.n_groups * t.group_size] or collected
+            metrics.update({"rollout/dropped_groups": float(dropped),
+                            "rollout/sampling_tries": float(tries)})
+        return kept, {**reward_term_metrics(kept), **metrics}
 
     # ------------------------------------------------------------------ stages
     def warm_start(self) -> None:
@@ -364,6 +405,16 @@ class Trainer:
         assert self.learner is not None
         t0 = time.perf_counter()
         trajectories, metrics = self.collect()
+        if not trajectories:  # every episode failed: nothing to learn from
+            self.failed_batches += 1
+            if self.failed_batches >= self.cfg.env.max_failed_batches:
+                raise RolloutError(
+                    f"every episode of the last {self.failed_batches} batches failed "
+                    f"(env {self.cfg.env.id}); the last error: {self.last_error}. Fix the env "
+                    "or raise env.max_failed_batches")
+            return {**metrics, "loss/skipped_steps": 1.0, "reward/mean": 0.0,
+                    "rollout/success": 0.0}
+        self.failed_batches = 0
         t1 = time.perf_counter()
         batch = layout(trajectories, self.tokenizer.pad_token_id)
         if self.cfg.critic.privileged and self.learner.critic is not None:

@@ -8,6 +8,7 @@ in RL (``models.chat.ledger_from_messages``), so SFT trains on the tokens RL sam
 from __future__ import annotations
 
 import json
+import logging
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +24,8 @@ from turnrl.models.policy import token_logprobs
 from turnrl.train.batch import bucketed_batches, layout, select
 from turnrl.types import Message, Trajectory
 
+log = logging.getLogger("turnrl")
+
 VALID_ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -33,9 +36,11 @@ class DatasetError(ValueError):
 def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
                           random_action_prob: float, seed: int = 0) -> list[list[Message]]:
     """Play each seed with the env's oracle; with probability ``random_action_prob`` a turn
-    takes ``env.sample_action(rng)`` instead, so the demonstrations are imperfect."""
+    takes ``env.sample_action(rng)`` instead, so the demonstrations are imperfect. An episode
+    whose env raises is left out (with a warning); if every one does, a ``DatasetError``."""
     rng = random.Random(seed)
     conversations = []
+    failures: list[str] = []
     for task_seed in seeds:
         env = make_env()
         if not env.spec.has_oracle:
@@ -43,22 +48,35 @@ def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
         if random_action_prob > 0 and not isinstance(env, HasActionSampler):
             raise DatasetError(f"env {env.spec.id!r} cannot sample random actions; "
                                "set sft.random_action_prob=0")
-        messages, _ = env.reset(seed=task_seed)
-        for _ in range(env.spec.max_turns):
-            action = env.oracle_action()  # type: ignore[attr-defined]
-            if action is None:
-                break
-            if rng.random() < random_action_prob:
-                assert isinstance(env, HasActionSampler)
-                action = env.sample_action(rng)
-            messages.append({"role": "assistant", "content": action})
-            result = env.step(action)
-            messages.extend(result.observation)
-            if result.terminated or result.truncated:
-                break
-        env.close()
-        conversations.append(messages)
+        try:
+            conversations.append(_demonstration(env, task_seed, rng, random_action_prob))
+        except Exception as error:  # a failing env loses this demonstration only
+            failures.append(f"{type(error).__name__}: {error} (env {env.spec.id}, seed "
+                            f"{task_seed})")
+            log.warning("oracle demonstration failed: %s", failures[-1])
+        finally:
+            env.close()
+    if failures and not conversations:
+        raise DatasetError(f"every oracle demonstration failed; the last: {failures[-1]}")
     return conversations
+
+
+def _demonstration(env: Env, task_seed: int, rng: random.Random,
+                   random_action_prob: float) -> list[Message]:
+    messages, _ = env.reset(seed=task_seed)
+    for _ in range(env.spec.max_turns):
+        action = env.oracle_action()  # type: ignore[attr-defined]
+        if action is None:
+            break
+        if rng.random() < random_action_prob:
+            assert isinstance(env, HasActionSampler)
+            action = env.sample_action(rng)
+        messages.append({"role": "assistant", "content": action})
+        result = env.step(action)
+        messages.extend(result.observation)
+        if result.terminated or result.truncated:
+            break
+    return messages
 
 
 def load_conversations(path: str | Path) -> list[list[Message]]:

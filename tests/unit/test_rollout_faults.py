@@ -1,0 +1,150 @@
+"""Fault isolation in rollouts: a raising, hanging or garbage-returning env ends its own
+episode only, marked with a message that names the env, the seed and how to replay it."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from test_rollout_runner import PARAMS, ScriptedEngine, solve_last_question
+
+from turnrl import envs
+from turnrl.envs.builtin.arithmetic import Arithmetic
+from turnrl.rollout.runner import Runner
+from turnrl.train.loop import apply_rewards, handle_failures
+from turnrl.types import StepResult
+
+
+class Faulty(Arithmetic):
+    """``arithmetic-v0`` whose episodes with ``seed % 4 == 1`` misbehave in ``mode``."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__(min_value=0, max_value=9)
+        self.mode = mode
+
+    def reset(self, *, seed=None, options=None):
+        self.faulty = seed % 4 == 1
+        if self.faulty and self.mode == "reset":
+            raise ConnectionError("retriever unreachable")
+        if self.faulty and self.mode == "reset_garbage":
+            return "not a tuple"
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: str):
+        if self.faulty:
+            if self.mode == "raise":
+                raise ValueError("tool crashed")
+            if self.mode == "hang":
+                time.sleep(30)
+            if self.mode == "tuple":
+                return [], 1.0, True, False, {}
+            if self.mode == "nan":
+                return StepResult([{"role": "user", "content": "?"}], math.nan, True, False, {})
+            if self.mode == "observation":
+                return StepResult("plain text", 1.0, True, False, {})
+        return super().step(action)
+
+
+def run(tokenizer, mode: str, seeds=range(8), **runner_kwargs):
+    engine = ScriptedEngine(tokenizer, solve_last_question)
+    runner = Runner(engine, tokenizer, PARAMS, **runner_kwargs)
+    return runner.collect(lambda: Faulty(mode), list(seeds), 1), engine
+
+
+@pytest.mark.parametrize(("mode", "expected"), [
+    ("raise", "Faulty.step raised ValueError: tool crashed"),
+    ("tuple", "env.step must return turnrl.types.StepResult, got tuple"),
+    ("nan", "StepResult.reward must be a finite number, got nan"),
+    ("observation", "StepResult.observation must be a list of"),
+])
+def test_a_failing_step_ends_only_its_episode(tokenizer, mode, expected) -> None:
+    trajectories, engine = run(tokenizer, mode)
+    failed = [t for t in trajectories if "error" in t.info]
+    assert [t.seed for t in failed] == [1, 5]
+    for t in failed:
+        message = t.info["error"]
+        assert expected in message
+        assert f"env arithmetic-v0, seed {t.seed}, env.step at turn 0" in message
+        assert f"turnrl play arithmetic-v0 --seed {t.seed}" in message
+        assert t.truncated and not t.terminated and not t.info["success"]
+        assert t.turn_rewards == [0.0] and t.num_sampled_tokens > 0  # the turn was played
+    for t in trajectories:
+        if "error" not in t.info:
+            assert t.info["success"] and t.turn_rewards == [1.0]
+    assert len(engine.ended) == 8  # every session was closed
+
+
+def test_a_hanging_step_times_out_without_stalling_the_rest(tokenizer) -> None:
+    start = time.perf_counter()
+    trajectories, _ = run(tokenizer, "hang", step_timeout_s=0.3)
+    assert time.perf_counter() - start < 10  # not 2 x 30 s
+    failed = [t for t in trajectories if "error" in t.info]
+    assert [t.seed for t in failed] == [1, 5]
+    assert "did not return within 0.3 s (env.step_timeout_s)" in failed[0].info["error"]
+    assert sum(t.info["success"] for t in trajectories) == 6
+
+
+@pytest.mark.parametrize(("mode", "expected"), [
+    ("reset", "Faulty.reset raised ConnectionError: retriever unreachable"),
+    ("reset_garbage", "env.reset must return (messages: list, info: dict)"),
+])
+def test_a_failing_reset_gives_an_empty_marked_episode(tokenizer, mode, expected) -> None:
+    trajectories, _ = run(tokenizer, mode, seeds=range(4))
+    failed = trajectories[1]
+    assert expected in failed.info["error"] and "outside env.step" in failed.info["error"]
+    assert failed.token_ids == [] and failed.num_turns == 0 and failed.truncated
+    assert all(t.info["success"] for i, t in enumerate(trajectories) if i != 1)
+
+
+def test_engine_errors_are_not_swallowed(tokenizer) -> None:
+    class Broken(ScriptedEngine):
+        async def generate(self, prompt_ids, params, *, session=None):
+            raise RuntimeError("CUDA out of memory")
+
+    runner = Runner(Broken(tokenizer, str), tokenizer, PARAMS)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        runner.collect(lambda: envs.make("arithmetic-v0"), [0, 1], 1)
+
+
+def test_failed_episodes_are_excluded_or_scored(tokenizer) -> None:
+    trajectories, _ = run(tokenizer, "raise")
+    kept, failed = handle_failures(list(trajectories), on_error="exclude", error_reward=-1.0)
+    assert len(failed) == 2 and len(kept) == 6 and all("error" not in t.info for t in kept)
+    trajectories, _ = run(tokenizer, "raise")
+    kept, failed = handle_failures(list(trajectories), on_error="score", error_reward=-1.0)
+    assert len(failed) == 2 and len(kept) == 8
+    assert [t.total_reward for t in kept if "error" in t.info] == [-1.0, -1.0]
+    # a failure before the first turn has nothing to train on: excluded even when scoring
+    trajectories, _ = run(tokenizer, "reset", seeds=range(4))
+    kept, failed = handle_failures(list(trajectories), on_error="score", error_reward=-1.0)
+    assert len(failed) == 1 and len(kept) == 3
+
+
+def test_a_raising_reward_function_fails_its_episode_only(tokenizer) -> None:
+    trajectories, _ = run(tokenizer, "none", seeds=range(3))
+
+    class Picky:
+        def score(self, trajectory):
+            if trajectory.seed == 2:
+                raise KeyError("answer")
+            return 0.5, {"picky": 0.5}
+
+    apply_rewards(trajectories, Picky(), env_weight=1.0)
+    assert [t.total_reward for t in trajectories[:2]] == [1.5, 1.5]
+    assert "reward function raised KeyError" in trajectories[2].info["error"]
+    assert "seed 2" in trajectories[2].info["error"]
+
+
+def test_oracle_demonstrations_skip_episodes_whose_env_fails() -> None:
+    from turnrl.train.sft import DatasetError, oracle_demonstrations
+
+    class FaultyOracle(Faulty):
+        spec = Arithmetic().spec  # has an oracle
+
+    conversations = oracle_demonstrations(lambda: FaultyOracle("raise"), range(8),
+                                          random_action_prob=0.0)
+    assert len(conversations) == 6  # seeds 1 and 5 failed
+    with pytest.raises(DatasetError, match="every oracle demonstration failed; the last: "
+                                           "ValueError: tool crashed"):
+        oracle_demonstrations(lambda: FaultyOracle("raise"), [1, 5], random_action_prob=0.0)
