@@ -55,7 +55,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
 # ---------------------------------------------------------------------- commands
 def cmd_train(args: argparse.Namespace) -> int:
     from turnrl.config import load_config
-    from turnrl.train.loop import RolloutError, train
+    from turnrl.train.loop import AlarmStop, RolloutError, train
 
     try:
         if args.resume:
@@ -68,7 +68,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         else:
             path, overrides = split_config_args(args.items)
             result = train(load_config(path, overrides))
-    except RolloutError as error:  # the run started, but its env kept failing
+    except (RolloutError, AlarmStop) as error:  # the run started, then had to stop
         print(f"error: {error}", file=sys.stderr)
         return 1
     print_results(result.before, result.after, run_dir=result.run_dir,

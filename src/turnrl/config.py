@@ -472,6 +472,37 @@ class _Origin:
         return (f"{self.source}:{line}" if self.source else None), line
 
 
+class AlarmsConfig(_Section):
+    """Collapse alarms: rules over each RL step's metrics (see turnrl.train.alarms)."""
+
+    on_alarm: Literal["warn", "stop", "rollback"] = Field(
+        "warn", description="warn: log and show it; stop: checkpoint and exit with an error; "
+        "rollback: reload the newest checkpoint from before the alarm and scale the learning "
+        "rates by rollback_lr_factor."
+    )
+    patience: int = Field(2, ge=1, description="Consecutive steps a rule must hold to fire.")
+    min_entropy: float = Field(0.01, ge=0, description="entropy_collapse: mean per-token "
+                               "policy entropy (nats) below this.")
+    max_zero_std_groups: float = Field(
+        1.0, ge=0, le=1, description="reward_std_zero: fraction of groups whose rewards are "
+        "all equal at least this."
+    )
+    max_kl: float = Field(1.0, gt=0, description="kl_blowup: KL to the reference above this.")
+    grad_spike: float = Field(10.0, gt=1, description="grad_norm_spike: gradient norm above "
+                              "this times the median of the previous steps.")
+    min_length_ratio: float = Field(
+        0.2, ge=0, le=1, description="length_collapse: sampled tokens per episode below this "
+        "fraction of the first RL step's."
+    )
+    max_repeated: float = Field(
+        1.0, ge=0, le=1, description="repeated_outputs: fraction of episodes repeating another "
+        "episode of their group at least this."
+    )
+    rollback_lr_factor: float = Field(0.5, gt=0, le=1, description="Learning-rate scale per "
+                                      "rollback.")
+    max_rollbacks: int = Field(3, ge=0, description="Rollbacks before the run stops instead.")
+
+
 class Config(_Section):
     """The whole run: every knob of `turnrl train`, with defaults, so ``Config()`` is valid."""
 
@@ -485,6 +516,7 @@ class Config(_Section):
     critic: CriticConfig = Field(default_factory=CriticConfig, description="The critic.")
     train: TrainConfig = Field(default_factory=TrainConfig, description="The RL loop.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
+    alarms: AlarmsConfig = Field(default_factory=AlarmsConfig, description="Collapse alarms.")
     log: LogConfig = Field(default_factory=LogConfig, description="Metric sinks.")
 
     _origin: _Origin = PrivateAttr(default_factory=_Origin)

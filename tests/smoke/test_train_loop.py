@@ -36,7 +36,7 @@ SMALL_RUN = [
     "sft.batch_size=16", "eval.episodes=8", "log.progress=false", "run.threads=1",
     *TINY_MODEL,
 ]
-PREFIXES = ("rollout/", "reward/", "adv/", "loss/", "perf/", "eval/", "sft/")
+PREFIXES = ("rollout/", "reward/", "adv/", "loss/", "perf/", "eval/", "sft/", "alarm/")
 
 
 def overrides(out_dir: Path, *extra: str) -> list[str]:

@@ -35,5 +35,18 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
                                          for t in trajectories]),
         "rollout/tool_calls": mean([t.info.get("tool_calls", 0) for t in trajectories]),
         "rollout/tool_errors": mean([t.info.get("tool_errors", 0) for t in trajectories]),
+        "rollout/repeated_outputs": repeated_outputs(trajectories),
         "rollout/episodes": float(len(trajectories)),
     }
+
+
+def repeated_outputs(trajectories: Sequence[Trajectory]) -> float:
+    """Fraction of episodes whose sampled tokens equal those of another episode of their
+    group (a policy that answers every sample of a task the same way)."""
+    seen: dict[int, dict[tuple[int, ...], int]] = {}
+    for traj in trajectories:
+        sampled = tuple(t for t, m in zip(traj.token_ids, traj.loss_mask, strict=True) if m)
+        counts = seen.setdefault(traj.group_id, {})
+        counts[sampled] = counts.get(sampled, 0) + 1
+    repeats = sum(n for counts in seen.values() for n in counts.values() if n > 1)
+    return repeats / len(trajectories) if trajectories else 0.0

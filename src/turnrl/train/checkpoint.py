@@ -48,12 +48,18 @@ def save_checkpoint(run_dir: Path, step: int, *, policy: nn.Module,
     return final
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest complete ``checkpoints/step_<n>`` of a run, or None."""
+def checkpoints(run_dir: Path) -> list[Path]:
+    """The complete ``checkpoints/step_<n>`` of a run, oldest first."""
     root = run_dir / "checkpoints"
     steps = [(int(m.group(1)), p) for p in root.glob("step_*")
              if (m := STEP_DIR.match(p.name)) and (p / "state.json").is_file()]
-    return max(steps)[1] if steps else None
+    return [p for _, p in sorted(steps)]
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete ``checkpoints/step_<n>`` of a run, or None."""
+    found = checkpoints(run_dir)
+    return found[-1] if found else None
 
 
 def load_training_state(checkpoint: Path, optimizers: dict[str, Any]) -> dict[str, Any]:

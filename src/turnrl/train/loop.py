@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from rich.markup import escape
 
 from turnrl import envs
 from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
@@ -62,8 +63,14 @@ from turnrl.rollout.hf import HFEngine
 from turnrl.rollout.runner import Runner
 from turnrl.rollout.stats import rollout_metrics
 from turnrl.train import sft
+from turnrl.train.alarms import AlarmMonitor, default_rules
 from turnrl.train.batch import layout, turn_start_values, with_critic_prefix
-from turnrl.train.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
+from turnrl.train.checkpoint import (
+    checkpoints,
+    latest_checkpoint,
+    load_training_state,
+    save_checkpoint,
+)
 from turnrl.train.learner import Learner, OptimConfig, state_values
 from turnrl.train.progress import Progress
 from turnrl.train.tracking import MetricsLogger
@@ -178,6 +185,10 @@ class RolloutError(RuntimeError):
     """Every episode of ``env.max_failed_batches`` consecutive batches failed."""
 
 
+class AlarmStop(RuntimeError):
+    """A collapse alarm stopped the run (``alarms.on_alarm=stop``, or too many rollbacks)."""
+
+
 def handle_failures(trajectories: list[Trajectory], *, on_error: str,
                     error_reward: float) -> tuple[list[Trajectory], list[Trajectory]]:
     """Split failed episodes (``info["error"]``) from the batch: ``exclude`` leaves them out;
@@ -276,14 +287,7 @@ class Trainer:
         save_config(cfg, self.run_dir / "config.yaml")
         self.resume_from = latest_checkpoint(self.run_dir) if resume is not None else None
         source = str(self.resume_from) if self.resume_from else model_source(cfg, self.run_dir)
-        dtype = resolve_dtype(cfg.model.dtype, self.device)
-        lora = peft_lora_kwargs(cfg.model.lora) if cfg.model.lora.enabled else None
-        self.tokenizer = load_tokenizer(source)
-        self.policy = load_policy(source, dtype=dtype, device=self.device,
-                                  lora=None if self.resume_from else lora)
-        self.engine = HFEngine(self.policy, eos_token_id=self.tokenizer.eos_token_id,
-                               pad_token_id=self.tokenizer.pad_token_id,
-                               max_batch_size=cfg.rollout.max_batch_size, seed=cfg.run.seed)
+        self.load_model(source, fresh_lora=self.resume_from is None)
         self.progress = Progress(enabled=cfg.log.progress)
         self.logger = MetricsLogger(self.run_dir, tensorboard=cfg.log.tensorboard,
                                     wandb=cfg.log.wandb, mlflow=cfg.log.mlflow,
@@ -293,10 +297,23 @@ class Trainer:
         self.start_step = 0
         self.seed_cursor = 0  # next RL task seed offset (and group id)
         self.failed_batches = 0  # consecutive batches in which every episode failed
+        self.rollbacks = 0  # alarms.on_alarm=rollback: rollbacks so far
         self.last_error = ""
         self.kl_controller: AdaptiveKLController | None = None
 
     # ------------------------------------------------------------------ helpers
+    def load_model(self, source: str, *, fresh_lora: bool) -> None:
+        """(Re)build the tokenizer, the policy and its engine from a model dir or a
+        checkpoint (which holds LoRA adapters already: ``fresh_lora=False``)."""
+        cfg = self.cfg
+        dtype = resolve_dtype(cfg.model.dtype, self.device)
+        lora = peft_lora_kwargs(cfg.model.lora) if cfg.model.lora.enabled and fresh_lora else None
+        self.tokenizer = load_tokenizer(source)
+        self.policy = load_policy(source, dtype=dtype, device=self.device, lora=lora)
+        self.engine = HFEngine(self.policy, eos_token_id=self.tokenizer.eos_token_id,
+                               pad_token_id=self.tokenizer.pad_token_id,
+                               max_batch_size=cfg.rollout.max_batch_size, seed=cfg.run.seed)
+
     def runner(self, temperature: float) -> Runner:
         r = self.cfg.rollout
         params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=temperature,
@@ -305,13 +322,17 @@ class Trainer:
                       max_context_tokens=r.max_context_tokens,
                       step_timeout_s=self.cfg.env.step_timeout_s)
 
-    def build_learner(self) -> Learner:
+    def build_learner(self, *, source: Path | None = None,
+                      reference: torch.nn.Module | None = None) -> Learner:
+        """The learner of the current policy; its critic loaded from checkpoint ``source``
+        (default: the checkpoint resumed from) and its frozen reference ``reference`` (default:
+        a copy of the policy as it is now)."""
         t, r = self.cfg.train, self.cfg.rollout
         c = self.cfg.critic
-        critic = (ValueModel.from_policy(self.policy, source=self.resume_from, shared=c.shared)
+        source = source if source is not None else self.resume_from
+        critic = (ValueModel.from_policy(self.policy, source=source, shared=c.shared)
                   if advantage_needs_critic(self.algo.advantage) else None)
-        reference = None
-        if self.algo.kl_coef:
+        if self.algo.kl_coef and reference is None:
             reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
         norm_len = t.norm_len or self.env_spec.max_turns * r.max_new_tokens
         optim = OptimConfig(lr=t.lr, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
@@ -508,6 +529,58 @@ class Trainer:
                             "engine": self.engine.generator.get_state().tolist(),
                             "learner": self.learner.generator.get_state().tolist()}})
 
+    def restore_state(self, checkpoint: Path) -> dict:
+        """Optimizers, RNG states, the task-seed cursor, the KL coefficient and the engine's
+        and learner's generators from ``checkpoint``; returns its ``state.json``."""
+        assert self.learner is not None
+        state = load_training_state(checkpoint, {
+            "policy": self.learner.optimizer, "critic": self.learner.critic_optimizer})
+        self.seed_cursor = state.get("seed_cursor", state["step"] * self.cfg.train.n_groups)
+        self.learner.kl_coef = state.get("kl_coef", self.learner.kl_coef)
+        if self.kl_controller is not None:
+            self.kl_controller.coef = self.learner.kl_coef
+        for name, generator in (("engine", self.engine.generator),
+                                ("learner", self.learner.generator)):
+            generator.set_state(torch.tensor(state["generators"][name], dtype=torch.uint8))
+        return state
+
+    def on_alarm(self, done: int, fired: list[str], metrics: dict[str, float],
+                 monitor: AlarmMonitor, before: dict[str, float] | None) -> int | None:
+        """Act on alarms raised at step ``done`` (``alarms.on_alarm``): warn; stop (after a
+        checkpoint); or roll back to the newest checkpoint from before the alarms' streak,
+        with the learning rates scaled by ``alarms.rollback_lr_factor``. Returns the step
+        to continue from after a rollback, else None."""
+        a = self.cfg.alarms
+        message = f"step {done}: {alarm_details(fired, metrics)}"
+        log.warning("%s", message)
+        self.progress.console.print(f"[yellow]warning[/yellow]: {escape(message)}")
+        if a.on_alarm == "warn":
+            return None
+        if a.on_alarm == "stop" or self.rollbacks >= a.max_rollbacks:
+            self.checkpoint(done, before)
+            why = (f"after {self.rollbacks} rollbacks " if a.on_alarm == "rollback" else "")
+            raise AlarmStop(f"{message}; stopped {why}(alarms.on_alarm={a.on_alarm}); the "
+                            f"last state is checkpointed in {self.run_dir / 'checkpoints'}")
+        good = [p for p in checkpoints(self.run_dir)
+                if int(p.name.split("_")[1]) <= done - a.patience]
+        target = good[-1] if good else checkpoints(self.run_dir)[0]
+        reference = self.learner.reference if self.learner is not None else None
+        self.load_model(str(target), fresh_lora=False)
+        self.learner = self.build_learner(source=target, reference=reference)
+        optimizers = [o for o in (self.learner.optimizer, self.learner.critic_optimizer) if o]
+        configured = [[group["lr"] for group in o.param_groups] for o in optimizers]
+        state = self.restore_state(target)  # (also restores the checkpoint's learning rates)
+        self.rollbacks += 1
+        scale = a.rollback_lr_factor ** self.rollbacks
+        for optimizer, lrs in zip(optimizers, configured, strict=True):
+            for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+                group["lr"] = lr * scale
+        monitor.reset_streaks()
+        self.logger.log(done, {"alarm/rollback_to": float(state["step"]),
+                               "alarm/lr_scale": scale}, phase="alarm")
+        log.warning("rolled back to %s with learning rates x%g", target.name, scale)
+        return int(state["step"])
+
     def run(self) -> RunResult:
         start = time.perf_counter()
         cfg = self.cfg
@@ -519,30 +592,39 @@ class Trainer:
                 before = self.evaluate(0, "before RL")
         self.learner = self.build_learner()
         if self.resume_from is not None:
-            state = load_training_state(self.resume_from, {
-                "policy": self.learner.optimizer, "critic": self.learner.critic_optimizer})
+            state = self.restore_state(self.resume_from)
             self.start_step, before = state["step"], state.get("eval_before")
-            self.seed_cursor = state.get("seed_cursor", self.start_step * cfg.train.n_groups)
-            self.learner.kl_coef = state.get("kl_coef", self.learner.kl_coef)
-            if self.kl_controller is not None:
-                self.kl_controller.coef = self.learner.kl_coef
-            for name, generator in (("engine", self.engine.generator),
-                                    ("learner", self.learner.generator)):
-                generator.set_state(torch.tensor(state["generators"][name], dtype=torch.uint8))
+        a = cfg.alarms
+        monitor = AlarmMonitor(default_rules(
+            min_entropy=a.min_entropy, max_zero_std_groups=a.max_zero_std_groups,
+            max_kl=a.max_kl, grad_spike=a.grad_spike, min_length_ratio=a.min_length_ratio,
+            max_repeated=a.max_repeated), patience=a.patience)
+        if a.on_alarm == "rollback" and latest_checkpoint(self.run_dir) is None:
+            self.checkpoint(self.start_step, before)  # something to roll back to
         history = []
+        step = self.start_step
         with self.progress.task("RL", cfg.train.steps, completed=self.start_step) as advance:
-            for step in range(self.start_step, cfg.train.steps):
+            while step < cfg.train.steps:
                 metrics = self.rl_step(step)
+                fired, flags = monitor.check(metrics)
+                metrics.update(flags)
                 self.logger.log(step + 1, metrics)
                 history.append(metrics)
                 advance(f"reward {metrics['reward/mean']:.3f} "
-                        f"success {metrics['rollout/success']:.3f}")
+                        f"success {metrics['rollout/success']:.3f}"
+                        + (f" [red]{' '.join(fired)}[/red]" if fired else ""))
                 done = step + 1
+                if fired:
+                    rolled_back = self.on_alarm(done, fired, metrics, monitor, before)
+                    if rolled_back is not None:
+                        step = rolled_back
+                        continue
                 if cfg.train.eval_every and done % cfg.train.eval_every == 0 \
                         and done < cfg.train.steps:
                     self.evaluate(done, f"step {done}")
                 if cfg.train.checkpoint_every and done % cfg.train.checkpoint_every == 0:
                     self.checkpoint(done, before)
+                step = done
         every = cfg.train.checkpoint_every
         if not (every and cfg.train.steps and cfg.train.steps % every == 0):
             self.checkpoint(cfg.train.steps, before)  # the final state, unless just saved
@@ -553,6 +635,12 @@ class Trainer:
              "config": dump_config(cfg)}, indent=2) + "\n")
         self.logger.close()
         return result
+
+
+def alarm_details(fired: list[str], metrics: dict[str, float]) -> str:
+    """``alarm/entropy_collapse (loss/entropy 0.0031)``, ... for the alarms that fired."""
+    by_name = {f"alarm/{rule.name}": rule.metric for rule in default_rules()}
+    return ", ".join(f"{name} ({by_name[name]} {metrics[by_name[name]]:.4g})" for name in fired)
 
 
 def train(cfg: Config, *, resume: Path | None = None) -> RunResult:

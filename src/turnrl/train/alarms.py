@@ -1,0 +1,98 @@
+"""Collapse alarms: rules over each RL step's metrics that name a failure mode.
+
+Each rule reads one metric of the step and fires when it crosses its threshold for
+``patience`` steps in a row:
+
+- ``alarm/entropy_collapse``: ``loss/entropy`` (mean per-token policy entropy, nats) below
+  ``min_entropy``: the policy has stopped exploring;
+- ``alarm/reward_std_zero``: ``reward/frac_zero_std_groups`` at least ``max_zero_std_groups``:
+  (nearly) every group's rewards are equal, so group-relative estimators get no signal;
+- ``alarm/kl_blowup``: ``rollout/kl_ref`` above ``max_kl`` (only with a reference model);
+- ``alarm/grad_norm_spike``: ``loss/grad_norm`` above ``grad_spike`` times the median of the
+  previous (up to 10) steps;
+- ``alarm/length_collapse``: ``rollout/sampled_tokens`` below ``min_length_ratio`` times its
+  value at the first RL step: replies are shrinking towards nothing;
+- ``alarm/repeated_outputs``: ``rollout/repeated_outputs`` (episodes whose sampled tokens
+  repeat another episode's of the same group) at least ``max_repeated``.
+
+A metric a step does not report (no reference, no groups) leaves its rule silent.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``alarm/<name>`` fires when ``metric`` is ``op`` ``threshold`` (``relative_to``: the
+    threshold scales the metric's first value, or the median of its recent values)."""
+
+    name: str
+    metric: str
+    op: Literal["<", ">", ">="]
+    threshold: float
+    relative_to: Literal["none", "first", "recent_median"] = "none"
+
+    def limit(self, first: float | None, recent: list[float]) -> float | None:
+        if self.relative_to == "first":
+            return None if first is None else self.threshold * first
+        if self.relative_to == "recent_median":
+            return self.threshold * statistics.median(recent) if len(recent) >= 3 else None
+        return self.threshold
+
+    def crossed(self, value: float, limit: float) -> bool:
+        return {"<": value < limit, ">": value > limit, ">=": value >= limit}[self.op]
+
+
+def default_rules(*, min_entropy: float = 0.01, max_zero_std_groups: float = 1.0,
+                  max_kl: float = 1.0, grad_spike: float = 10.0, min_length_ratio: float = 0.2,
+                  max_repeated: float = 1.0) -> list[Rule]:
+    """The rule set of the module docstring with the given thresholds."""
+    return [
+        Rule("entropy_collapse", "loss/entropy", "<", min_entropy),
+        Rule("reward_std_zero", "reward/frac_zero_std_groups", ">=", max_zero_std_groups),
+        Rule("kl_blowup", "rollout/kl_ref", ">", max_kl),
+        Rule("grad_norm_spike", "loss/grad_norm", ">", grad_spike, "recent_median"),
+        Rule("length_collapse", "rollout/sampled_tokens", "<", min_length_ratio, "first"),
+        Rule("repeated_outputs", "rollout/repeated_outputs", ">=", max_repeated),
+    ]
+
+
+@dataclass
+class AlarmMonitor:
+    """Feeds each step's metrics through the rules; keeps the streaks and histories."""
+
+    rules: list[Rule]
+    patience: int = 2
+    streaks: dict[str, int] = field(default_factory=dict)
+    first: dict[str, float] = field(default_factory=dict)
+    recent: dict[str, deque[float]] = field(default_factory=dict)
+
+    def check(self, metrics: dict[str, float]) -> tuple[list[str], dict[str, float]]:
+        """The alarms that fire at this step (``alarm/<name>``) and the ``alarm/*`` metrics
+        (1 firing, 0 quiet) of every rule whose metric the step reports."""
+        fired: list[str] = []
+        flags: dict[str, float] = {}
+        for rule in self.rules:
+            value = metrics.get(rule.metric)
+            if value is None:
+                continue
+            history = self.recent.setdefault(rule.metric, deque(maxlen=10))
+            limit = rule.limit(self.first.get(rule.metric), list(history))
+            self.first.setdefault(rule.metric, value)
+            history.append(value)
+            crossed = limit is not None and rule.crossed(value, limit)
+            self.streaks[rule.name] = self.streaks.get(rule.name, 0) + 1 if crossed else 0
+            firing = self.streaks[rule.name] >= self.patience
+            flags[f"alarm/{rule.name}"] = float(firing)
+            if firing:
+                fired.append(f"alarm/{rule.name}")
+        return fired, flags
+
+    def reset_streaks(self) -> None:
+        """Forget the streaks (after a rollback, the run starts over from good weights)."""
+        self.streaks.clear()

@@ -1,0 +1,57 @@
+"""Collapse alarms in a real run: warn shows and logs them, stop checkpoints and exits with
+status 1, rollback reloads the last good checkpoint with a lower learning rate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from test_train_loop import overrides, read_metrics
+
+from turnrl.cli import main
+from turnrl.config import load_config
+from turnrl.train.loop import AlarmStop, train
+
+pytestmark = pytest.mark.slow
+
+# a threshold every step crosses: the per-token entropy is always below 100 nats
+ALWAYS = "alarms.min_entropy=100"
+
+
+def test_warn_flags_the_alarm_in_metrics_and_finishes(tmp_path, capsys) -> None:
+    result = train(load_config(None, overrides(tmp_path, ALWAYS, "train.steps=3")))
+    rows = [r for r in read_metrics(result.run_dir) if r["phase"] == "train"]
+    assert [r["alarm/entropy_collapse"] for r in rows] == [0.0, 1.0, 1.0]  # patience 2
+    assert "alarm/entropy_collapse (loss/entropy" in capsys.readouterr().err
+    assert result.after is not None
+
+
+def test_stop_checkpoints_and_exits_with_status_1(tmp_path, capsys) -> None:
+    code = main(["train", *overrides(tmp_path, ALWAYS, "alarms.on_alarm=stop",
+                                     "train.steps=5", "train.checkpoint_every=0")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "step 2: alarm/entropy_collapse" in err and "Traceback" not in err
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    assert (run_dir / "checkpoints" / "step_2" / "state.json").is_file()
+    assert max(r["step"] for r in read_metrics(run_dir) if r["phase"] == "train") == 2
+
+
+def test_rollback_reloads_the_last_good_checkpoint_with_a_lower_lr(tmp_path) -> None:
+    cfg = load_config(None, overrides(tmp_path, ALWAYS, "alarms.on_alarm=rollback",
+                                      "alarms.max_rollbacks=1", "train.steps=5",
+                                      "train.checkpoint_every=0", "train.lr=1e-3"))
+    with pytest.raises(AlarmStop, match="after 1 rollbacks"):
+        train(cfg)
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    records = read_metrics(run_dir)
+    rollback = [r for r in records if r["phase"] == "alarm"]
+    assert len(rollback) == 1 and rollback[0]["alarm/rollback_to"] == 0.0
+    assert rollback[0]["alarm/lr_scale"] == 0.5
+    # steps 1, 2 (alarm), rolled back to 0: steps 1, 2 again (alarm, no rollbacks left)
+    assert [r["step"] for r in records if r["phase"] == "train"] == [1, 2, 1, 2]
+    saved = torch.load(run_dir / "checkpoints" / "step_2" / "optimizer.pt", weights_only=False)
+    assert saved["policy"]["param_groups"][0]["lr"] == pytest.approx(5e-4)
+    state = json.loads((run_dir / "checkpoints" / "step_0" / "state.json").read_text())
+    assert state["step"] == 0
