@@ -267,3 +267,47 @@ def test_privileged_prefix_changes_the_values_but_not_their_alignment(load_sft, 
                                atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="3 critic prefixes for a batch of 8"):
         with_critic_prefix(batch, prefixes[:3], tokenizer.pad_token_id)
+
+
+def snapshot(module) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in module.state_dict().items()}
+
+
+def test_a_nan_in_the_loss_skips_the_update_and_keeps_the_weights(load_sft, tokenizer,
+                                                                  trajectories, caplog) -> None:
+    """NaN injection: one poisoned advantage makes the loss and gradient non-finite; the
+    optimizer step is skipped (weights and AdamW state unchanged), counted and logged, and a
+    clean batch afterwards updates normally."""
+    batch = make_batch(trajectories, tokenizer)
+    policy = load_sft()
+    learner = Learner(policy, PRESETS["grpo"], OptimConfig(mini_batch_size=4,
+                                                           micro_batch_size=4))
+    clean = learner.update(batch)  # two optimizer steps of a healthy batch
+    assert clean.get("loss/skipped_steps", 0.0) == 0.0
+    before, state_before = snapshot(policy), copy.deepcopy(learner.optimizer.state_dict())
+    poisoned = make_batch(trajectories, tokenizer)
+    sampled = poisoned.loss_mask.nonzero()[0]
+    poisoned.adv[sampled[0], sampled[1]] = float("nan")  # lands in one of the two mini-batches
+    metrics = learner.update(poisoned)
+    assert metrics["loss/skipped_steps"] == 1.0 and metrics["loss/optimizer_steps"] == 2.0
+    assert "policy update skipped" in caplog.text
+    # the poisoned mini-batch moved nothing; the other one stepped as usual
+    steps = [s["step"] for s in learner.optimizer.state_dict()["state"].values()]
+    before_steps = [s["step"] for s in state_before["state"].values()]
+    assert all(float(a) == float(b) + 1 for a, b in zip(steps, before_steps, strict=True))
+    assert all(torch.isfinite(v).all() for v in policy.state_dict().values())
+    assert any(not torch.equal(v, before[k]) for k, v in policy.state_dict().items())
+
+
+def test_an_infinite_return_skips_the_critic_step(load_sft, tokenizer, trajectories) -> None:
+    batch = make_batch(trajectories, tokenizer)
+    batch.ret = batch.ret.clone()
+    batch.ret[batch.loss_mask.nonzero()[0].tolist()[0]] = float("inf")
+    policy = load_sft()
+    critic = ValueModel.from_policy(policy)
+    learner = Learner(policy, PRESETS["ppo"], OptimConfig(critic_lr=1e-2, mini_batch_size=8),
+                      critic=critic)
+    before = snapshot(critic)
+    metrics = learner._critic_step(batch, torch.arange(batch.size))
+    assert metrics["loss/value_skipped_steps"] == 1.0
+    assert all(torch.equal(v, before[k]) for k, v in critic.state_dict().items())

@@ -8,6 +8,7 @@ on the micro-batch size.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from turnrl.train.batch import micro_batches, select
 from turnrl.train.packing import packed_forward, packed_passes
 from turnrl.types import Batch
 
+log = logging.getLogger("turnrl")
 
 @dataclass
 class OptimConfig:
@@ -145,7 +147,8 @@ class Learner:
                     for key, value in self._critic_step(batch, rows).items():
                         sums[key] += value
                 steps += 1
-        metrics = {key: value / steps for key, value in sums.items()}
+        metrics = {key: value if key.endswith("skipped_steps") else value / steps  # counts
+                   for key, value in sums.items()}
         metrics["loss/optimizer_steps"] = float(steps)
         return metrics
 
@@ -210,8 +213,10 @@ class Learner:
             self.optim.max_grad_norm))
         if math.isfinite(grad_norm):
             self.optimizer.step()
-        else:
+        else:  # a NaN/inf loss or gradient: keep the weights (and optimizer state) as they are
             sums["loss/skipped_steps"] += 1.0
+            log.warning("policy update skipped: gradient norm %s (non-finite loss or "
+                        "gradient)", grad_norm)
         metrics = {k: v for k, v in sums.items() if not k.startswith("_mean/")}
         metrics.update({k[len("_mean/"):]: v / n_micro for k, v in sums.items()
                         if k.startswith("_mean/")})
@@ -250,9 +255,13 @@ class Learner:
             clipfrac += vf_metrics.get("loss/vf_clipfrac", 0.0) / n_micro
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.critic.parameters(),
                                                          self.optim.max_grad_norm))
-        if math.isfinite(grad_norm):
+        skipped = not math.isfinite(grad_norm)
+        if skipped:
+            log.warning("critic update skipped: gradient norm %s", grad_norm)
+        else:
             optimizer.step()
-        metrics = {"loss/value": total, "loss/value_grad_norm": grad_norm}
+        metrics = {"loss/value": total, "loss/value_grad_norm": grad_norm,
+                   "loss/value_skipped_steps": float(skipped)}
         if self.algo.value_clip:
             metrics["loss/vf_clipfrac"] = clipfrac
         return metrics
