@@ -283,6 +283,11 @@ class Trainer:
         self.env_spec = env_spec  # built with env.kwargs (e.g. max_turns)
         if resume is None and cfg.model.path != "tiny":
             check_model_path(cfg.model.path)  # before the run dir exists
+            load_tokenizer(cfg.model.path)  # e.g. no chat template: said before any work
+        self.sft_conversations = (  # a user's dataset is checked before any work, too
+            sft.load_conversations(cfg.sft.path)
+            if resume is None and cfg.sft.enabled and cfg.sft.source == "jsonl"
+            and cfg.sft.path is not None else None)
         self.run_dir = resume if resume is not None else new_run_dir(cfg)
         save_config(cfg, self.run_dir / "config.yaml")
         self.resume_from = latest_checkpoint(self.run_dir) if resume is not None else None
@@ -391,7 +396,7 @@ class Trainer:
         c = self.cfg.sft
         if c.source == "jsonl":
             assert c.path is not None
-            conversations = sft.load_conversations(c.path)
+            conversations = self.sft_conversations or sft.load_conversations(c.path)
         else:
             start = self.cfg.env.train_seed_start + SFT_SEED_OFFSET
             conversations = sft.oracle_demonstrations(
