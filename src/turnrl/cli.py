@@ -55,7 +55,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
 # ---------------------------------------------------------------------- commands
 def cmd_train(args: argparse.Namespace) -> int:
     from turnrl.config import load_config
-    from turnrl.train.loop import AlarmStop, RolloutError, train
+    from turnrl.train.loop import AlarmStop, Interrupted, RolloutError, train
 
     try:
         if args.resume:
@@ -71,6 +71,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (RolloutError, AlarmStop) as error:  # the run started, then had to stop
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except Interrupted as stop:  # SIGINT/SIGTERM: a checkpoint was saved
+        print(str(stop), file=sys.stderr)
+        return 128 + stop.signum
     print_results(result.before, result.after, run_dir=result.run_dir,
                   wall_time_s=result.wall_time_s)
     return 0

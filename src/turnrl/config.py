@@ -384,6 +384,7 @@ class TrainConfig(_Section):
     checkpoint_every: int = Field(
         10, ge=0, description="Checkpoint every N steps; 0 = only at the end."
     )
+    keep_last: int = Field(3, ge=1, description="Checkpoints kept on disk (the newest ones).")
     save_samples: int = Field(8, ge=0, description="Trajectories saved to samples/ per step.")
     norm_len: int | None = Field(
         None, ge=1, description="Constant length for seq_mean_token_sum_norm; None = max length."

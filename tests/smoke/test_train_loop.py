@@ -161,12 +161,14 @@ def test_resume_continues_to_more_steps(tmp_path: Path, capsys) -> None:
     assert "after RL" in capsys.readouterr().out
     assert train_steps(run_dir) == [1, 2, 3, 4]
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
-        "step_1", "step_2", "step_3", "step_4"]
+        "step_2", "step_3", "step_4"]  # train.keep_last: 3
     assert json.loads((run_dir / "checkpoints/step_4/state.json").read_text())["step"] == 4
     assert load_config(run_dir / "config.yaml").train.steps == 4
     # no second SFT or before-RL eval; the before-RL numbers are carried over
+    # metrics.jsonl is what an uninterrupted 4-step run would have written: the first run's
+    # records after its step-2 checkpoint (its final eval) were dropped on resume
     phases = [r["phase"] for r in read_metrics(run_dir)]
-    assert phases.count("eval") == 3  # before, after 2 steps, after 4 steps
+    assert phases.count("eval") == 2  # before RL, after 4 steps
     summary = json.loads((run_dir / "eval.json").read_text())
     assert summary["before"] == first.before
     # the resumed steps start from the step-2 weights, not from scratch

@@ -93,6 +93,16 @@ class AlarmMonitor:
                 fired.append(f"alarm/{rule.name}")
         return fired, flags
 
+    def state(self) -> dict:
+        """JSON-ready state (kept in checkpoints, so a resumed run raises the same alarms)."""
+        return {"streaks": dict(self.streaks), "first": dict(self.first),
+                "recent": {k: list(v) for k, v in self.recent.items()}}
+
+    def load_state(self, state: dict) -> None:
+        self.streaks = dict(state["streaks"])
+        self.first = dict(state["first"])
+        self.recent = {k: deque(v, maxlen=10) for k, v in state["recent"].items()}
+
     def reset_streaks(self) -> None:
         """Forget the streaks (after a rollback, the run starts over from good weights)."""
         self.streaks.clear()

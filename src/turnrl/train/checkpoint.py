@@ -48,6 +48,15 @@ def save_checkpoint(run_dir: Path, step: int, *, policy: nn.Module,
     return final
 
 
+def prune_checkpoints(run_dir: Path, keep_last: int) -> None:
+    """Delete all but the newest ``keep_last`` complete checkpoints (and stale temporary
+    directories of interrupted writes)."""
+    for old in checkpoints(run_dir)[:-keep_last]:
+        shutil.rmtree(old, ignore_errors=True)
+    for tmp in (run_dir / "checkpoints").glob(".tmp_step_*"):
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def checkpoints(run_dir: Path) -> list[Path]:
     """The complete ``checkpoints/step_<n>`` of a run, oldest first."""
     root = run_dir / "checkpoints"

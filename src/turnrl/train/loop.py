@@ -6,6 +6,7 @@ tensors, estimate advantages, update, push weights to the engine, log, evaluate,
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -13,8 +14,10 @@ import json
 import logging
 import random
 import re
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,6 +72,7 @@ from turnrl.train.checkpoint import (
     checkpoints,
     latest_checkpoint,
     load_training_state,
+    prune_checkpoints,
     save_checkpoint,
 )
 from turnrl.train.learner import Learner, OptimConfig, state_values
@@ -185,6 +189,37 @@ class RolloutError(RuntimeError):
     """Every episode of ``env.max_failed_batches`` consecutive batches failed."""
 
 
+class Interrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped the RL loop after a step; a checkpoint was saved."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_signals(trainer: Trainer) -> Iterator[None]:
+    """While the RL loop runs, SIGINT and SIGTERM ask it to stop after the current step
+    (``trainer.stop_signal``) instead of killing it mid-update; a second one stops at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def request(signum: int, _frame: object) -> None:
+        if trainer.stop_signal is not None:  # asked twice: the user means it
+            raise KeyboardInterrupt
+        trainer.stop_signal = signum
+        log.warning("%s: stopping after this step (a checkpoint will be saved)",
+                    signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, request) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 class AlarmStop(RuntimeError):
     """A collapse alarm stopped the run (``alarms.on_alarm=stop``, or too many rollbacks)."""
 
@@ -294,10 +329,24 @@ class Trainer:
         source = str(self.resume_from) if self.resume_from else model_source(cfg, self.run_dir)
         self.load_model(source, fresh_lora=self.resume_from is None)
         self.progress = Progress(enabled=cfg.log.progress)
+        resume_at = None
+        if self.resume_from is not None:
+            saved = json.loads((self.resume_from / "state.json").read_text())
+            if "metrics_lines" in saved:
+                resume_at = (saved["metrics_lines"], saved["step"])
+        elif resume is not None:  # killed before its first checkpoint: the run starts over
+            resume_at = (0, -1)
         self.logger = MetricsLogger(self.run_dir, tensorboard=cfg.log.tensorboard,
                                     wandb=cfg.log.wandb, mlflow=cfg.log.mlflow,
                                     run_name=self.run_dir.name,
-                                    config=json.loads(json.dumps(cfg.model_dump())))
+                                    config=json.loads(json.dumps(cfg.model_dump())),
+                                    resume_at=resume_at)
+        a = cfg.alarms
+        self.monitor = AlarmMonitor(default_rules(
+            min_entropy=a.min_entropy, max_zero_std_groups=a.max_zero_std_groups,
+            max_kl=a.max_kl, grad_spike=a.grad_spike, min_length_ratio=a.min_length_ratio,
+            max_repeated=a.max_repeated), patience=a.patience)
+        self.stop_signal: int | None = None  # SIGINT/SIGTERM received during RL
         self.learner: Learner | None = None
         self.start_step = 0
         self.seed_cursor = 0  # next RL task seed offset (and group id)
@@ -530,9 +579,13 @@ class Trainer:
                         critic=self.learner.critic,
                         extra_state={"eval_before": before, "seed_cursor": self.seed_cursor,
                                      "kl_coef": self.learner.kl_coef,
+                                     "metrics_lines": self.logger.lines,
+                                     "alarms": self.monitor.state(),
+                                     "rollbacks": self.rollbacks,
                                      "generators": {
                             "engine": self.engine.generator.get_state().tolist(),
                             "learner": self.learner.generator.get_state().tolist()}})
+        prune_checkpoints(self.run_dir, self.cfg.train.keep_last)
 
     def restore_state(self, checkpoint: Path) -> dict:
         """Optimizers, RNG states, the task-seed cursor, the KL coefficient and the engine's
@@ -547,6 +600,8 @@ class Trainer:
         for name, generator in (("engine", self.engine.generator),
                                 ("learner", self.learner.generator)):
             generator.set_state(torch.tensor(state["generators"][name], dtype=torch.uint8))
+        if "alarms" in state:
+            self.monitor.load_state(state["alarms"])
         return state
 
     def on_alarm(self, done: int, fired: list[str], metrics: dict[str, float],
@@ -599,16 +654,14 @@ class Trainer:
         if self.resume_from is not None:
             state = self.restore_state(self.resume_from)
             self.start_step, before = state["step"], state.get("eval_before")
-        a = cfg.alarms
-        monitor = AlarmMonitor(default_rules(
-            min_entropy=a.min_entropy, max_zero_std_groups=a.max_zero_std_groups,
-            max_kl=a.max_kl, grad_spike=a.grad_spike, min_length_ratio=a.min_length_ratio,
-            max_repeated=a.max_repeated), patience=a.patience)
-        if a.on_alarm == "rollback" and latest_checkpoint(self.run_dir) is None:
+            self.rollbacks = state.get("rollbacks", 0)
+        monitor = self.monitor
+        if cfg.alarms.on_alarm == "rollback" and latest_checkpoint(self.run_dir) is None:
             self.checkpoint(self.start_step, before)  # something to roll back to
         history = []
         step = self.start_step
-        with self.progress.task("RL", cfg.train.steps, completed=self.start_step) as advance:
+        with self.progress.task("RL", cfg.train.steps, completed=self.start_step) as advance, \
+                stop_signals(self):
             while step < cfg.train.steps:
                 metrics = self.rl_step(step)
                 fired, flags = monitor.check(metrics)
@@ -627,9 +680,19 @@ class Trainer:
                 if cfg.train.eval_every and done % cfg.train.eval_every == 0 \
                         and done < cfg.train.steps:
                     self.evaluate(done, f"step {done}")
-                if cfg.train.checkpoint_every and done % cfg.train.checkpoint_every == 0:
+                saved = bool(cfg.train.checkpoint_every
+                             and done % cfg.train.checkpoint_every == 0)
+                if saved:
                     self.checkpoint(done, before)
                 step = done
+                if self.stop_signal is not None:  # SIGINT/SIGTERM: save, then stop cleanly
+                    if not saved:
+                        self.checkpoint(done, before)
+                    name = signal.Signals(self.stop_signal).name
+                    raise Interrupted(self.stop_signal,
+                                      f"stopped by {name} after step {done}; checkpoint "
+                                      f"saved: resume with `turnrl train --resume "
+                                      f"{self.run_dir}`")
         every = cfg.train.checkpoint_every
         if not (every and cfg.train.steps and cfg.train.steps % every == 0):
             self.checkpoint(cfg.train.steps, before)  # the final state, unless just saved

@@ -8,21 +8,33 @@ import time
 from pathlib import Path
 from typing import Any
 
+from turnrl.io import atomic_write_text
+
 
 class MetricsLogger:
     """Writes one JSON line per ``log`` call and mirrors scalars to the enabled trackers."""
 
     def __init__(self, run_dir: Path, *, tensorboard: bool = True, wandb: bool = False,
                  mlflow: bool = False, run_name: str = "turnrl",
-                 config: dict[str, Any] | None = None) -> None:
+                 config: dict[str, Any] | None = None,
+                 resume_at: tuple[int, int] | None = None) -> None:
+        """``resume_at=(lines, step)``: a resumed run keeps the first ``lines`` records of
+        ``metrics.jsonl`` (what its checkpoint had seen) and purges TensorBoard events from
+        ``step + 1`` on, so the steps it replays are not recorded twice."""
         self.path = run_dir / "metrics.jsonl"
+        if resume_at is not None and self.path.is_file():
+            kept = self.path.read_text(encoding="utf-8").splitlines(keepends=True)[:resume_at[0]]
+            atomic_write_text(self.path, "".join(kept))
+        self.lines = (len(self.path.read_text(encoding="utf-8").splitlines())
+                      if self.path.is_file() else 0)
         self._file = self.path.open("a", encoding="utf-8")
         self._start = time.time()
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+            purge = resume_at[1] + 1 if resume_at is not None else None
+            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge)
         self._wandb = _optional("wandb", "wandb") if wandb else None
         if self._wandb is not None:
             self._wandb.init(project="turnrl", name=run_name, config=config or {},
@@ -38,6 +50,7 @@ class MetricsLogger:
                   **scalars}
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
+        self.lines += 1
         if self._tb is not None:
             for key, value in scalars.items():
                 if math.isfinite(value):
