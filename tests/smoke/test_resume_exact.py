@@ -21,11 +21,11 @@ pytestmark = pytest.mark.slow
 STEPS = 4
 
 
-def argv(out_dir: Path) -> list[str]:
+def argv(out_dir: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "turnrl.cli", "train",
             *overrides(out_dir, f"train.steps={STEPS}", "train.checkpoint_every=1",
                        "train.keep_last=10", "run.deterministic=true", "log.tensorboard=false",
-                       "log.progress=false", "run.name=run")]
+                       "log.progress=false", "run.name=run", *extra)]
 
 
 def env() -> dict[str, str]:
@@ -51,9 +51,9 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "run"
 
 
-def kill_when(out: Path, ready) -> None:
+def kill_when(out: Path, ready, *extra: str) -> None:
     """Start the run, SIGKILL it as soon as ``ready(run_dir)`` holds, and check it died."""
-    process = subprocess.Popen(argv(out), env=env(), stdout=subprocess.DEVNULL,
+    process = subprocess.Popen(argv(out, *extra), env=env(), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     run_dir = out / "run"
     deadline = time.monotonic() + 600
@@ -95,6 +95,27 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(moment, uninterrupt
     assert want.keys() == got.keys()
     assert all(torch.equal(want[k], got[k]) for k in want)
     assert comparable(run_dir) == comparable(uninterrupted)
+
+
+def test_a_resumed_run_keeps_its_kl_reference(tmp_path) -> None:
+    """With a KL term the reference is the policy as RL first started (saved once in
+    ``reference/``), not a copy of the policy the run resumes from."""
+    kl = ("algo.kl_coef=0.5", "algo.kl_mode=loss")
+    subprocess.run(argv(tmp_path / "whole", *kl), check=True, env=env(), capture_output=True,
+                   timeout=600)
+    kill_when(tmp_path / "killed", lambda d: train_records(d) >= 2, *kl)
+    run_dir = tmp_path / "killed" / "run"
+    resumed = subprocess.run([sys.executable, "-m", "turnrl.cli", "train", "--resume",
+                              str(run_dir)], env=env(), capture_output=True, text=True,
+                             timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (run_dir / "reference" / "model.safetensors").is_file()
+    whole = tmp_path / "whole" / "run"
+    want, got = final_weights(whole), final_weights(run_dir)
+    assert all(torch.equal(want[k], got[k]) for k in want)
+    kl_values = [[r["loss/kl"] for r in comparable(d) if r["phase"] == "train"]
+                 for d in (whole, run_dir)]
+    assert kl_values[0] == kl_values[1] and max(kl_values[0]) > 0
 
 
 def test_a_half_written_checkpoint_is_ignored(uninterrupted, tmp_path) -> None:

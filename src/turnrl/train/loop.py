@@ -12,8 +12,10 @@ import dataclasses
 import functools
 import json
 import logging
+import os
 import random
 import re
+import shutil
 import signal
 import threading
 import time
@@ -368,6 +370,22 @@ class Trainer:
                                pad_token_id=self.tokenizer.pad_token_id,
                                max_batch_size=cfg.rollout.max_batch_size, seed=cfg.run.seed)
 
+    def frozen_reference(self) -> torch.nn.Module:
+        """The KL reference: the policy as RL first started, saved once to
+        ``run_dir/reference`` (LoRA merged in) so that a resumed run keeps comparing against
+        the same model."""
+        path = self.run_dir / "reference"
+        if not path.is_dir():
+            model = copy.deepcopy(self.policy)
+            if hasattr(model, "merge_and_unload"):  # a peft policy: save a full model
+                model = model.merge_and_unload()
+            tmp = self.run_dir / ".tmp_reference"
+            shutil.rmtree(tmp, ignore_errors=True)
+            model.save_pretrained(str(tmp))
+            os.replace(tmp, path)
+        dtype = resolve_dtype(self.cfg.model.dtype, self.device)
+        return load_policy(path, dtype=dtype, device=self.device).eval().requires_grad_(False)
+
     def runner(self, temperature: float) -> Runner:
         r = self.cfg.rollout
         params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=temperature,
@@ -387,7 +405,7 @@ class Trainer:
         critic = (ValueModel.from_policy(self.policy, source=source, shared=c.shared)
                   if advantage_needs_critic(self.algo.advantage) else None)
         if self.algo.kl_coef and reference is None:
-            reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
+            reference = self.frozen_reference()
         norm_len = t.norm_len or self.env_spec.max_turns * r.max_new_tokens
         optim = OptimConfig(lr=t.lr, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
                             epochs=t.epochs, mini_batch_size=t.mini_batch_size,
