@@ -2,9 +2,10 @@
 
 Per env: the random policy (``env.sample_action``) and the oracle play ``--baseline-episodes``
 held-out seeds (success with a 95% Wilson interval, env wall time per episode); then, for
-each training seed, ``turnrl train`` (SFT warm start on oracle demonstrations, then GRPO at
-half the default job's budget, ``BUDGET``: 15 steps of 8 tasks x 8 episodes, two optimizer
-steps each) and its evaluation before and after RL. SFT and SFT+RL success are the
+each training seed, ``turnrl train`` (SFT warm start on oracle demonstrations, then GRPO on
+``BUDGET``: 15 steps of 8 tasks x 8 episodes with two optimizer steps each, i.e. half the
+default job's optimizer steps on a quarter of its episodes) and its evaluation before and
+after RL. SFT and SFT+RL success are the
 mean over training seeds with a 95% t-interval. Results are written per run (an interrupted
 sweep resumes), summarised in ``bench/results/envs.json`` and ``envs.md``, and the table is
 put into ``docs/environments.md`` between the ``bench:envs`` markers.
@@ -48,7 +49,8 @@ ENVS: dict[str, list[str]] = {
                           "env.kwargs={is_slippery: false, max_turns: 12}",
                           "rollout.max_new_tokens=6"],
 }
-# the RL budget of every run: half the default job's (30 steps of 16 tasks x 8 episodes)
+# the RL budget of every run: 15 steps of 8 x 8 episodes, two optimizer steps each (the
+# default job: 30 steps of 16 x 8)
 BUDGET = ["train.steps=15", "train.n_groups=8", "train.mini_batch_size=32"]
 MARKERS = ("<!-- bench:envs:start -->", "<!-- bench:envs:end -->")
 DEFAULT_RESULTS = ROOT / "bench" / "results"

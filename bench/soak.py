@@ -77,19 +77,24 @@ def run(args: argparse.Namespace) -> dict:
     start = time.perf_counter()
     rl_step = Trainer.rl_step
 
+    # the time limit counts from the first RL step: SIGINT is only a clean stop there
+    timer = threading.Timer(args.minutes * 60, os.kill, (os.getpid(), signal.SIGINT))
+
     def recording(self: Trainer, step: int) -> dict[str, float]:
+        if not timer.is_alive() and not samples:
+            timer.start()
         metrics = rl_step(self, step)
         samples.append((step + 1, time.perf_counter() - start, rss_mib()))
         return metrics
 
     Trainer.rl_step = recording  # type: ignore[method-assign]
-    timer = threading.Timer(args.minutes * 60, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
     stopped_by = "steps"
     try:
         Trainer(cfg).run()
     except Interrupted:
         stopped_by = "time limit"
+    except KeyboardInterrupt:  # the limit fell in the final evaluation: RL was over
+        stopped_by = "time limit (during the final evaluation)"
     finally:
         timer.cancel()
         Trainer.rl_step = rl_step  # type: ignore[method-assign]

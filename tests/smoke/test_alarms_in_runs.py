@@ -55,3 +55,33 @@ def test_rollback_reloads_the_last_good_checkpoint_with_a_lower_lr(tmp_path) -> 
     assert saved["policy"]["param_groups"][0]["lr"] == pytest.approx(5e-4)
     state = json.loads((run_dir / "checkpoints" / "step_0" / "state.json").read_text())
     assert state["step"] == 0
+
+
+def test_warn_only_alarms_do_not_stop_a_run(tmp_path) -> None:
+    """reward_std_zero can mean the task is solved: under on_alarm=stop it only warns."""
+    result = train(load_config(None, overrides(tmp_path, "alarms.max_zero_std_groups=0",
+                                               "alarms.on_alarm=stop", "train.steps=3")))
+    rows = [r for r in read_metrics(result.run_dir) if r["phase"] == "train"]
+    assert [r["alarm/reward_std_zero"] for r in rows] == [0.0, 1.0, 1.0]
+    assert result.after is not None
+
+
+def test_rollback_replaces_the_checkpoints_of_the_collapse(tmp_path) -> None:
+    cfg = load_config(None, overrides(tmp_path, ALWAYS, "alarms.on_alarm=rollback",
+                                      "alarms.max_rollbacks=1", "train.steps=5",
+                                      "train.checkpoint_every=1", "train.keep_last=10"))
+    with pytest.raises(AlarmStop):
+        train(cfg)
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    # step_1 was written during the collapse, deleted by the rollback to step_0, and written
+    # again by the replay (which knows it has rolled back once)
+    state = json.loads((run_dir / "checkpoints" / "step_1" / "state.json").read_text())
+    assert state["rollbacks"] == 1
+
+
+def test_rollback_without_a_checkpoint_from_before_the_alarm_stops(tmp_path) -> None:
+    cfg = load_config(None, overrides(tmp_path, ALWAYS, "alarms.on_alarm=rollback",
+                                      "train.steps=5", "train.checkpoint_every=1",
+                                      "train.keep_last=1"))
+    with pytest.raises(AlarmStop, match="no checkpoint from before the alarm"):
+        train(cfg)

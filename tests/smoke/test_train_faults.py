@@ -76,3 +76,12 @@ def test_a_run_whose_every_episode_fails_stops_with_a_clear_error(tmp_path, caps
     err = capsys.readouterr().err
     assert code == 1
     assert "injected fault" in err and f"env {ID}" in err and "Traceback" not in err
+
+
+def test_score_mode_also_stops_when_every_episode_fails(tmp_path) -> None:
+    """Scored failures still count as failures: a batch in which every episode failed is not
+    trained on, even though its episodes stay in the batch with error_reward."""
+    with pytest.raises(RolloutError, match="every episode of the last 2 batches failed"):
+        train(load_config(None, faulty_run(tmp_path, 1, "env.max_failed_batches=2",
+                                           "env.on_error=score", "env.error_reward=-1",
+                                           "sft.enabled=false", "eval.before_training=false")))

@@ -373,3 +373,45 @@ def test_growing_layer_appends_in_place_and_doubles_when_full() -> None:
     assert layer._keys is not buffer and layer._keys.shape[2] >= 8
     assert torch.equal(keys, torch.cat(chunks, 2)) and torch.equal(values, -torch.cat(chunks, 2))
     assert layer.get_seq_length() == 8
+
+
+def test_finished_rows_wait_in_the_batch_without_changing_the_others(random_model, tokenizer,
+                                                                     prompts) -> None:
+    """With six rows, one early finisher stays in the batch (below the compaction quarter):
+    the live rows' logits are picked around it and every row equals its solo run."""
+    engine = make_engine(random_model, tokenizer)
+    six = [prompts[i % 4] + [7] * i for i in range(6)]
+    params = [SamplingParams(max_new_tokens=2 if i == 3 else 6, temperature=1.0, seed=40 + i)
+              for i in range(6)]
+    for i, p in enumerate(params):
+        engine._pending.append(_Request(six[i], p, None))
+    requests = list(engine._pending)
+    engine.step()  # admit all six
+    engine.step()  # row 3 has its 2 tokens: finished, but 1 dead in 6 is not compacted
+    assert len(engine._rows) == 6 and [r.alive for r in engine._rows].count(False) == 1
+    while any(r.result is None for r in requests):
+        engine.step()
+    for prompt, p, request in zip(six, params, requests, strict=True):
+        alone = make_engine(random_model, tokenizer).generate_batch([prompt], p)[0]
+        assert request.result.token_ids == alone.token_ids
+        gaps = [abs(a - b) for a, b in zip(request.result.logprobs, alone.logprobs, strict=True)]
+        assert max(gaps) < 1e-5
+
+
+def test_a_failed_admission_fails_its_requests_instead_of_hanging(random_model, tokenizer,
+                                                                  prompts) -> None:
+    engine = make_engine(random_model, tokenizer)
+
+    def broken_admit(requests):
+        raise RuntimeError("out of memory")
+
+    engine._admit = broken_admit  # type: ignore[method-assign]
+
+    async def run():
+        return await asyncio.wait_for(
+            asyncio.gather(*(engine.generate(p, GREEDY) for p in prompts),
+                           return_exceptions=True), timeout=10)
+
+    results = asyncio.run(run())
+    assert all(isinstance(r, RuntimeError) and "out of memory" in str(r) for r in results)
+    assert engine._pending == [] and engine._rows == []

@@ -29,6 +29,8 @@ class Faulty(Arithmetic):
             raise ConnectionError("retriever unreachable")
         if self.faulty and self.mode == "reset_garbage":
             return "not a tuple"
+        if self.faulty and self.mode == "reset_messages":
+            return [{"content": "no role"}], {}
         return super().reset(seed=seed, options=options)
 
     def step(self, action: str):
@@ -43,6 +45,12 @@ class Faulty(Arithmetic):
                 return StepResult([{"role": "user", "content": "?"}], math.nan, True, False, {})
             if self.mode == "observation":
                 return StepResult("plain text", 1.0, True, False, {})
+            if self.mode == "numpy":
+                import numpy as np
+
+                result = super().step(action)
+                return StepResult(result.observation, np.float32(result.reward), True, False,
+                                  result.info)
         return super().step(action)
 
 
@@ -87,7 +95,8 @@ def test_a_hanging_step_times_out_without_stalling_the_rest(tokenizer) -> None:
 
 @pytest.mark.parametrize(("mode", "expected"), [
     ("reset", "Faulty.reset raised ConnectionError: retriever unreachable"),
-    ("reset_garbage", "env.reset must return (messages: list, info: dict)"),
+    ("reset_garbage", "env.reset must return (messages, info: dict)"),
+    ("reset_messages", "{'role', 'content': str}"),
 ])
 def test_a_failing_reset_gives_an_empty_marked_episode(tokenizer, mode, expected) -> None:
     trajectories, _ = run(tokenizer, mode, seeds=range(4))
@@ -148,3 +157,31 @@ def test_oracle_demonstrations_skip_episodes_whose_env_fails() -> None:
     with pytest.raises(DatasetError, match="every oracle demonstration failed; the last: "
                                            "ValueError: tool crashed"):
         oracle_demonstrations(lambda: FaultyOracle("raise"), [1, 5], random_action_prob=0.0)
+
+
+def test_numpy_rewards_are_numbers(tokenizer) -> None:
+    trajectories, _ = run(tokenizer, "numpy")
+    assert all("error" not in t.info for t in trajectories)
+    assert [t.total_reward for t in trajectories] == [1.0] * 8
+
+
+def test_sampling_seeds_make_samples_independent_of_thread_timing(tokenizer, load_sft) -> None:
+    """With ``sampling_seed``, each request's seed comes from (task, member, turn): running the
+    env steps in threads (any order of arrival at the engine) samples the same tokens."""
+    from turnrl.rollout.engine import SamplingParams
+    from turnrl.rollout.hf import HFEngine
+
+    model = load_sft().eval()
+
+    def collect(**kwargs):
+        engine = HFEngine(model, eos_token_id=tokenizer.eos_token_id,
+                          pad_token_id=tokenizer.pad_token_id, seed=123)
+        runner = Runner(engine, tokenizer, SamplingParams(max_new_tokens=6), sampling_seed=7,
+                        **kwargs)
+        make = lambda: envs.make("frozenlake-v0", min_size=3, max_size=3, max_turns=4)  # noqa: E731
+        return [t.token_ids for t in runner.collect(make, [0, 1, 2], 3)]
+
+    inline = collect()
+    assert collect(offload_env_steps=True) == inline
+    assert collect(step_timeout_s=30) == inline
+    assert len({tuple(t) for t in inline}) > 3  # members of a group sample differently

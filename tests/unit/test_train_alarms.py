@@ -63,3 +63,23 @@ def test_repeated_outputs_counts_episodes_that_repeat_one_of_their_group() -> No
     batch = [traj(0, [5, 6]), traj(0, [5, 6]), traj(0, [7]), traj(1, [5, 6]), traj(1, [8])]
     assert repeated_outputs(batch) == pytest.approx(2 / 5)  # the same reply in group 1: no
     assert repeated_outputs([traj(0, [1]), traj(0, [1]), traj(0, [1])]) == 1.0
+
+
+def test_non_finite_values_leave_rules_as_they_were() -> None:
+    assert fired_at("loss/entropy", [0.001, float("nan"), 0.001]) == [3]
+    assert fired_at("loss/grad_norm", [1.0, 1.1, 0.9, float("nan"), 30.0], patience=1) == [5]
+
+
+def test_only_actionable_alarms_stop_or_roll_back() -> None:
+    from turnrl.train.alarms import ACTIONABLE
+
+    assert set(ACTIONABLE) == {f"alarm/{rule.name}" for rule in default_rules()}
+    assert not ACTIONABLE["alarm/reward_std_zero"] and not ACTIONABLE["alarm/repeated_outputs"]
+    assert ACTIONABLE["alarm/entropy_collapse"]
+
+
+def test_groups_of_one_report_no_reward_spread() -> None:
+    from turnrl.rollout.stats import rollout_metrics
+
+    metrics = rollout_metrics([traj(0, [1]), traj(1, [2])])
+    assert "reward/frac_zero_std_groups" not in metrics and "reward/group_std" not in metrics

@@ -297,6 +297,15 @@ def test_a_nan_in_the_loss_skips_the_update_and_keeps_the_weights(load_sft, toke
     assert all(float(a) == float(b) + 1 for a, b in zip(steps, before_steps, strict=True))
     assert all(torch.isfinite(v).all() for v in policy.state_dict().values())
     assert any(not torch.equal(v, before[k]) for k, v in policy.state_dict().items())
+    # one mini-batch holding the poisoned row: nothing moves at all
+    learner.optim.mini_batch_size = 8
+    before, state_before = snapshot(policy), copy.deepcopy(learner.optimizer.state_dict())
+    metrics = learner.update(poisoned)
+    assert metrics["loss/skipped_steps"] == 1.0 and metrics["loss/optimizer_steps"] == 1.0
+    assert all(torch.equal(v, before[k]) for k, v in policy.state_dict().items())
+    after_state = learner.optimizer.state_dict()["state"]
+    for key, value in state_before["state"].items():
+        assert all(torch.equal(value[n], after_state[key][n]) for n in value)
 
 
 def test_an_infinite_return_skips_the_critic_step(load_sft, tokenizer, trajectories) -> None:

@@ -200,6 +200,10 @@ class HFEngine:
                     self._reset_batch()
                     self._pending.clear()
                 await asyncio.sleep(0)
+        except asyncio.CancelledError:  # the event loop is going away: leave nothing behind
+            self._reset_batch()
+            self._pending.clear()
+            raise
         finally:
             self.model.train(was_training)
 
@@ -215,10 +219,15 @@ class HFEngine:
     def step(self) -> None:
         """Admit waiting requests into free slots, decode one token for every running
         request, and resolve the requests that finished."""
+        self._drop_abandoned()
         free = self.max_batch_size - len(self._rows)
         if self._pending and free > 0:
             admitted, self._pending = self._pending[:free], self._pending[free:]
-            self._admit(admitted)
+            try:
+                self._admit(admitted)
+            except Exception:  # back to the queue, so the caller fails them with the rest
+                self._pending = admitted + self._pending
+                raise
             self._retire_finished()
         if self._rows:
             self._decode_step()
@@ -244,6 +253,16 @@ class HFEngine:
         finally:
             self.model.train(was_training)
         return [r.result for r in requests]  # type: ignore[misc]
+
+    def _drop_abandoned(self) -> None:
+        """Forget requests nobody awaits any more (their episode's task was cancelled)."""
+        self._pending = [r for r in self._pending if r.future is None or not r.future.done()]
+        for row in self._rows:
+            future = row.request.future
+            if row.alive and future is not None and future.done():
+                row.alive = False
+        if self._rows and not any(row.alive for row in self._rows):
+            self._reset_batch()
 
     # ------------------------------------------------------------------ the running batch
     def _new_row(self, request: _Request) -> _Row:

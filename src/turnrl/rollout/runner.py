@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import logging
 import math
+import numbers
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
@@ -53,6 +55,10 @@ class Runner:
         step_timeout_s: a limit on each env call (then every call runs in a worker thread);
             a call past it fails its episode. A hung call's thread cannot be killed: it is a
             daemon thread, left behind, that never blocks the run or its exit.
+        sampling_seed: derive every request's ``SamplingParams.seed`` from (this seed, the
+            task seed, the episode's index in its group, the turn), so the samples do not
+            depend on the order in which episodes reach the engine (threads, timeouts).
+            None leaves the seeding to the engine.
 
     Fault isolation: an exception (or timeout, or a malformed ``StepResult``) in
     ``env.reset``, ``env.step`` or a tool ends that episode only. Its trajectory keeps what
@@ -64,13 +70,15 @@ class Runner:
 
     def __init__(self, engine: Engine, tokenizer: PreTrainedTokenizerBase,
                  params: SamplingParams, *, max_context_tokens: int = 2048,
-                 offload_env_steps: bool = False, step_timeout_s: float | None = None) -> None:
+                 offload_env_steps: bool = False, step_timeout_s: float | None = None,
+                 sampling_seed: int | None = None) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
         self.params = params
         self.max_context_tokens = max_context_tokens
         self.offload_env_steps = offload_env_steps
         self.step_timeout_s = step_timeout_s
+        self.sampling_seed = sampling_seed
 
     def collect(self, make_env: Callable[[], Env], seeds: Sequence[int], group_size: int, *,
                 first_group_id: int = 0) -> list[Trajectory]:
@@ -78,21 +86,24 @@ class Runner:
 
         Episode ``j`` of seed ``seeds[i]`` has ``group_id = first_group_id + i``.
         """
-        jobs = [(seed, first_group_id + i) for i, seed in enumerate(seeds)
-                for _ in range(group_size)]
+        jobs = [(seed, first_group_id + i, member) for i, seed in enumerate(seeds)
+                for member in range(group_size)]
         return asyncio.run(self._collect(make_env, jobs))
 
     async def _collect(self, make_env: Callable[[], Env],
-                       jobs: list[tuple[int, int]]) -> list[Trajectory]:
+                       jobs: list[tuple[int, int, int]]) -> list[Trajectory]:
         return list(await asyncio.gather(
-            *(self.run_episode(make_env(), seed, group_id) for seed, group_id in jobs)
+            *(self.run_episode(make_env(), seed, group_id, member=member)
+              for seed, group_id, member in jobs)
         ))
 
-    async def run_episode(self, env: Env, seed: int, group_id: int) -> Trajectory:
-        """One episode from ``env.reset(seed=seed)`` to termination or truncation; a failure
-        before the first turn gives an empty trajectory marked with ``info["error"]``."""
+    async def run_episode(self, env: Env, seed: int, group_id: int, *,
+                          member: int = 0) -> Trajectory:
+        """One episode from ``env.reset(seed=seed)`` to termination or truncation (the
+        ``member``-th of its group); a failure before the first turn gives an empty
+        trajectory marked with ``info["error"]``."""
         try:
-            return await self._play(env, seed, group_id)
+            return await self._play(env, seed, group_id, member)
         except EnvFailure as failure:  # reset, privileged_info, tool_schemas, state_key
             message = episode_error(env, seed, "outside env.step", failure)
             return Trajectory(env_id=env.spec.id, seed=seed, group_id=group_id, messages=[],
@@ -101,17 +112,16 @@ class Runner:
                               info={"success": False, "error": message})
         finally:
             try:
-                env.close()
-            except Exception as error:
-                log.warning("env %s seed %s: close() raised %s: %s", env.spec.id, seed,
-                            type(error).__name__, error)
+                await self._call(env, env.close)
+            except EnvFailure as failure:
+                log.warning("env %s seed %s: %s", env.spec.id, seed, failure)
 
-    async def _play(self, env: Env, seed: int, group_id: int) -> Trajectory:
+    async def _play(self, env: Env, seed: int, group_id: int, member: int) -> Trajectory:
         reset = await self._call(env, env.reset, seed=seed)
-        if not (isinstance(reset, tuple) and len(reset) == 2 and isinstance(reset[0], list)
-                and isinstance(reset[1], dict)):
-            raise EnvFailure(f"env.reset must return (messages: list, info: dict), got "
-                             f"{reset!r:.200}")
+        if not (isinstance(reset, tuple) and len(reset) == 2 and isinstance(reset[1], dict)
+                and valid_messages(reset[0])):
+            raise EnvFailure(f"env.reset must return (messages, info: dict) with messages a "
+                             f"list of {{'role', 'content': str}}, got {reset!r:.200}")
         messages, reset_info = reset
         privileged = (await self._call(env, env.privileged_info)  # type: ignore[attr-defined]
                       if env.spec.has_privileged_info else None)
@@ -120,7 +130,8 @@ class Runner:
         ledger.add_messages(messages, turn=-1, add_generation_prompt=False)
         session = f"episode-{next(self._episode_ids)}"
         try:
-            trajectory = await self._turns(env, seed, group_id, ledger, session, reset_info)
+            trajectory = await self._turns(env, seed, group_id, ledger, session, reset_info,
+                                           member)
         finally:
             self.engine.end_session(session)
         if privileged is not None:  # for a privileged critic; never in the policy's context
@@ -147,7 +158,7 @@ class Runner:
         return True
 
     async def _turns(self, env: Env, seed: int, group_id: int, ledger: TemplateLedger,
-                     session: str, reset_info: dict[str, Any]) -> Trajectory:
+                     session: str, reset_info: dict[str, Any], member: int) -> Trajectory:
         eos = self.tokenizer.eos_token_id
         turn_rewards: list[float] = []
         step_info: dict[str, Any] = {}
@@ -161,9 +172,17 @@ class Runner:
                 truncated, counts["context_overflow"] = True, 1
                 break
             if env.spec.has_state_key:
-                state_keys.append(stable_hash(guarded(env.state_key)))  # type: ignore[attr-defined]
-            completion = await self.engine.generate(ledger.token_ids, self.params,
-                                                    session=session)
+                try:
+                    key = guarded(env.state_key)  # type: ignore[attr-defined]
+                except EnvFailure as failure:  # keep the turns played so far
+                    answer_info["error"] = episode_error(env, seed, f"state_key at turn {turn}",
+                                                         failure)
+                    truncated = True
+                    break
+                state_keys.append(stable_hash(key))
+            params = self.params if self.sampling_seed is None else dataclasses.replace(
+                self.params, seed=stable_hash((self.sampling_seed, seed, member, turn)))
+            completion = await self.engine.generate(ledger.token_ids, params, session=session)
             action = ledger.add_sampled(completion.token_ids, completion.logprobs, turn=turn,
                                         eos_token_id=eos)
             counts["length_finishes"] += completion.finish_reason == "length"
@@ -226,19 +245,24 @@ def env_failure(fn: Callable[..., Any], error: BaseException) -> EnvFailure:
     return EnvFailure(f"{name} raised {type(error).__name__}: {error}")
 
 
+def valid_messages(messages: Any) -> bool:
+    """A list of ``{"role": str, "content": str}`` messages."""
+    return isinstance(messages, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in messages)
+
+
 def check_step_result(result: Any) -> StepResult:
     """``result`` if it is a well-formed :class:`StepResult`, else a ``TypeError`` naming
     what is wrong (an env returning Gymnasium's tuple, a non-numeric reward, ...)."""
     if not isinstance(result, StepResult):
         raise TypeError(f"env.step must return turnrl.types.StepResult, got "
                         f"{type(result).__name__}")
-    if not isinstance(result.observation, list) or not all(
-            isinstance(m, dict) and isinstance(m.get("content"), str) and "role" in m
-            for m in result.observation):
+    if not valid_messages(result.observation):
         raise TypeError("StepResult.observation must be a list of {'role', 'content': str} "
                         f"messages, got {result.observation!r:.200}")
-    if isinstance(result.reward, bool) or not isinstance(result.reward, (int, float)) \
-            or not math.isfinite(result.reward):
+    if isinstance(result.reward, bool) or not isinstance(result.reward, numbers.Real) \
+            or not math.isfinite(float(result.reward)):
         raise TypeError(f"StepResult.reward must be a finite number, got {result.reward!r}")
     if not isinstance(result.info, dict):
         raise TypeError(f"StepResult.info must be a dict, got {type(result.info).__name__}")
@@ -273,7 +297,7 @@ async def in_thread(fn: Callable[..., Any], *args: Any, timeout: float | None = 
     threading.Thread(target=work, daemon=True, name="turnrl-env").start()
     try:
         return await asyncio.wait_for(future, timeout)
-    except TimeoutError:
+    except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11
         name = getattr(fn, "__qualname__", repr(fn))
         raise TimeoutError(f"{name} did not return within {timeout:g} s "
                            "(env.step_timeout_s)") from None

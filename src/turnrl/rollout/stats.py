@@ -15,7 +15,8 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     groups: dict[int, list[float]] = {}
     for traj in trajectories:
         groups.setdefault(traj.group_id, []).append(traj.total_reward)
-    spreads = [float(np.std(g)) for g in groups.values()]
+    # a group of one has no spread to measure
+    spreads = [float(np.std(g)) for g in groups.values() if len(g) > 1]
 
     def mean(values: list[float]) -> float:
         return float(np.mean(values)) if values else 0.0
@@ -23,8 +24,9 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     return {
         "reward/mean": float(rewards.mean()),
         "reward/std": float(rewards.std()),
-        "reward/group_std": mean(spreads),
-        "reward/frac_zero_std_groups": mean([float(s == 0.0) for s in spreads]),
+        **({"reward/group_std": mean(spreads),
+            "reward/frac_zero_std_groups": mean([float(s == 0.0) for s in spreads])}
+           if spreads else {}),
         "rollout/success": mean([float(t.info.get("success", False)) for t in trajectories]),
         "rollout/turns": mean([t.num_turns for t in trajectories]),
         "rollout/sampled_tokens": mean([t.num_sampled_tokens for t in trajectories]),

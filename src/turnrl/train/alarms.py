@@ -15,11 +15,15 @@ Each rule reads one metric of the step and fires when it crosses its threshold f
 - ``alarm/repeated_outputs``: ``rollout/repeated_outputs`` (episodes whose sampled tokens
   repeat another episode's of the same group) at least ``max_repeated``.
 
-A metric a step does not report (no reference, no groups) leaves its rule silent.
+A metric a step does not report (no reference, no groups of two or more), or a non-finite
+value (a skipped update), leaves its rule as it was. ``reward_std_zero`` and
+``repeated_outputs`` also describe a solved task (every reply right, and the same): they
+warn, but never stop or roll back a run (``ACTIONABLE``).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
@@ -62,6 +66,12 @@ def default_rules(*, min_entropy: float = 0.01, max_zero_std_groups: float = 1.0
     ]
 
 
+# alarms that alarms.on_alarm=stop|rollback acts on; the others only warn
+ACTIONABLE = {"alarm/entropy_collapse": True, "alarm/reward_std_zero": False,
+              "alarm/kl_blowup": True, "alarm/grad_norm_spike": True,
+              "alarm/length_collapse": True, "alarm/repeated_outputs": False}
+
+
 @dataclass
 class AlarmMonitor:
     """Feeds each step's metrics through the rules; keeps the streaks and histories."""
@@ -79,7 +89,7 @@ class AlarmMonitor:
         flags: dict[str, float] = {}
         for rule in self.rules:
             value = metrics.get(rule.metric)
-            if value is None:
+            if value is None or not math.isfinite(value):
                 continue
             history = self.recent.setdefault(rule.metric, deque(maxlen=10))
             limit = rule.limit(self.first.get(rule.metric), list(history))

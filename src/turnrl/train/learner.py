@@ -79,7 +79,7 @@ class Learner:
     def critic_values(self, batch: Batch) -> Tensor:
         """Critic outputs (B, T): V(state after tokens[: t + 1])."""
         assert self.critic is not None
-        return self._chunked(lambda b, _: self._critic_forward(b), batch)
+        return self._chunked(lambda b, _: self._critic_forward(b), batch, packed=False)
 
     def _critic_forward(self, batch: Batch, *, detach_body: bool = False) -> Tensor:
         assert self.critic is not None
@@ -116,10 +116,10 @@ class Learner:
                                                  with_entropy=with_entropy)
         return logprobs, entropy, out.hidden_states[-1] if with_hidden else None
 
-    def _chunked(self, fn, batch: Batch) -> Tensor:
+    def _chunked(self, fn, batch: Batch, *, packed: bool = True) -> Tensor:
         out = torch.zeros_like(batch.old_logprobs)
         width = longest(batch, torch.arange(batch.size))
-        for rows in self._micro(batch, torch.arange(batch.size)):
+        for rows in self._micro(batch, torch.arange(batch.size), packed=packed):
             sub = select(batch, rows)
             out[rows, : sub.input_ids.shape[1]] = fn(sub, width).float()
         return out
@@ -152,10 +152,11 @@ class Learner:
         metrics["loss/optimizer_steps"] = float(steps)
         return metrics
 
-    def _micro(self, batch: Batch, rows: Tensor) -> list[Tensor]:
-        """The forward passes over ``rows``: length-sorted (or packed) and bounded by a row
-        count and a token budget."""
-        cut = packed_passes if self.optim.pack else micro_batches
+    def _micro(self, batch: Batch, rows: Tensor, *, packed: bool = True) -> list[Tensor]:
+        """The forward passes over ``rows``: length-sorted (or, for the policy with packing,
+        packed) and bounded by a row count and a token budget. The critic's passes stay
+        padded (``packed=False``)."""
+        cut = packed_passes if self.optim.pack and packed else micro_batches
         return cut(batch, rows, max_rows=self.optim.micro_batch_size,
                    max_tokens=self.optim.micro_batch_tokens)
 
@@ -244,7 +245,7 @@ class Learner:
         norms = self._normalisers(batch, rows)
         optimizer.zero_grad(set_to_none=True)
         total = clipfrac = 0.0
-        passes = self._micro(batch, rows)
+        passes = self._micro(batch, rows, packed=False)
         n_micro = len(passes)
         for micro_rows in passes:
             micro = select(batch, micro_rows)

@@ -68,7 +68,7 @@ from turnrl.rollout.hf import HFEngine
 from turnrl.rollout.runner import Runner
 from turnrl.rollout.stats import rollout_metrics
 from turnrl.train import sft
-from turnrl.train.alarms import AlarmMonitor, default_rules
+from turnrl.train.alarms import ACTIONABLE, AlarmMonitor, default_rules
 from turnrl.train.batch import layout, turn_start_values, with_critic_prefix
 from turnrl.train.checkpoint import (
     checkpoints,
@@ -219,7 +219,7 @@ def stop_signals(trainer: Trainer) -> Iterator[None]:
         yield
     finally:
         for s, handler in previous.items():
-            signal.signal(s, handler)
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
 
 
 class AlarmStop(RuntimeError):
@@ -232,12 +232,12 @@ def handle_failures(trajectories: list[Trajectory], *, on_error: str,
     ``score`` keeps those with sampled tokens, their total reward set to ``error_reward`` (on
     the last turn). Returns (kept, failed)."""
     failed = [t for t in trajectories if "error" in t.info]
-    kept = [t for t in trajectories if "error" not in t.info]
     if on_error == "score":
         for traj in failed:
             if traj.num_sampled_tokens:
                 traj.turn_rewards = [0.0] * (traj.num_turns - 1) + [error_reward]
-                kept.append(traj)
+    kept = [t for t in trajectories if "error" not in t.info
+            or (on_error == "score" and t.num_sampled_tokens)]  # in the batch's order
     return kept, failed
 
 
@@ -375,6 +375,8 @@ class Trainer:
         ``run_dir/reference`` (LoRA merged in) so that a resumed run keeps comparing against
         the same model."""
         path = self.run_dir / "reference"
+        if self.resume_from is None and self.rollbacks == 0:  # a fresh start (or a restart
+            shutil.rmtree(path, ignore_errors=True)  # of a run killed before its checkpoint)
         if not path.is_dir():
             model = copy.deepcopy(self.policy)
             if hasattr(model, "merge_and_unload"):  # a peft policy: save a full model
@@ -392,7 +394,7 @@ class Trainer:
                                 top_p=r.top_p)
         return Runner(self.engine, self.tokenizer, params,
                       max_context_tokens=r.max_context_tokens,
-                      step_timeout_s=self.cfg.env.step_timeout_s)
+                      step_timeout_s=self.cfg.env.step_timeout_s, sampling_seed=self.cfg.run.seed)
 
     def build_learner(self, *, source: Path | None = None,
                       reference: torch.nn.Module | None = None) -> Learner:
@@ -426,13 +428,14 @@ class Trainer:
         t, e = self.cfg.train, self.cfg.env
         runner = self.runner(self.cfg.rollout.temperature)
         kept: list[Trajectory] = []
-        tries = dropped = errors = 0
+        tries = dropped = errors = episodes = 0
         while tries < t.max_sampling_tries:
             first = self.seed_cursor
             self.seed_cursor += t.n_groups
             seeds = [e.train_seed_start + first + i for i in range(t.n_groups)]
             collected = runner.collect(self.make_env, seeds, t.group_size, first_group_id=first)
             apply_rewards(collected, self.rewards, env_weight=self.cfg.reward.env_weight)
+            episodes += len(collected)
             collected, failed = handle_failures(collected, on_error=e.on_error,
                                                 error_reward=e.error_reward)
             errors += len(failed)
@@ -449,10 +452,12 @@ class Trainer:
                 {x.group_id for x, k in zip(collected, keep, strict=True) if k})
             if len(kept) >= t.n_groups * t.group_size:
                 break
-        metrics = {"rollout/env_errors": float(errors)}
+        metrics = {"rollout/env_errors": float(errors),
+                   "rollout/env_error_rate": errors / max(episodes, 1)}
         if self.algo.dynamic_sampling:
-            # whole groups: each kept group contributes its episodes consecutively
-            kept = kept[: t.n_groups * t.group_size] or collected
+            # whole groups: the first n_groups groups that were kept
+            first_groups = list(dict.fromkeys(x.group_id for x in kept))[: t.n_groups]
+            kept = [x for x in kept if x.group_id in set(first_groups)] or collected
             metrics.update({"rollout/dropped_groups": float(dropped),
                             "rollout/sampling_tries": float(tries)})
         return kept, {**reward_term_metrics(kept), **metrics}
@@ -498,7 +503,7 @@ class Trainer:
         assert self.learner is not None
         t0 = time.perf_counter()
         trajectories, metrics = self.collect()
-        if not trajectories:  # every episode failed: nothing to learn from
+        if not trajectories or metrics["rollout/env_error_rate"] == 1.0:  # all failed
             self.failed_batches += 1
             if self.failed_batches >= self.cfg.env.max_failed_batches:
                 raise RolloutError(
@@ -632,8 +637,8 @@ class Trainer:
         message = f"step {done}: {alarm_details(fired, metrics)}"
         log.warning("%s", message)
         self.progress.console.print(f"[yellow]warning[/yellow]: {escape(message)}")
-        if a.on_alarm == "warn":
-            return None
+        if a.on_alarm == "warn" or not any(ACTIONABLE[name] for name in fired):
+            return None  # the warn-only alarms may mean the task is solved
         if a.on_alarm == "stop" or self.rollbacks >= a.max_rollbacks:
             self.checkpoint(done, before)
             why = (f"after {self.rollbacks} rollbacks " if a.on_alarm == "rollback" else "")
@@ -641,7 +646,15 @@ class Trainer:
                             f"last state is checkpointed in {self.run_dir / 'checkpoints'}")
         good = [p for p in checkpoints(self.run_dir)
                 if int(p.name.split("_")[1]) <= done - a.patience]
-        target = good[-1] if good else checkpoints(self.run_dir)[0]
+        if not good:
+            self.checkpoint(done, before)
+            raise AlarmStop(f"{message}; no checkpoint from before the alarm to roll back to "
+                            f"(keep more with train.keep_last or checkpoint more often with "
+                            f"train.checkpoint_every); the last state is checkpointed")
+        target = good[-1]
+        for newer in checkpoints(self.run_dir):  # written during the collapse: never resume
+            if int(newer.name.split("_")[1]) > int(target.name.split("_")[1]):
+                shutil.rmtree(newer)
         reference = self.learner.reference if self.learner is not None else None
         self.load_model(str(target), fresh_lora=False)
         self.learner = self.build_learner(source=target, reference=reference)
@@ -692,9 +705,11 @@ class Trainer:
                 done = step + 1
                 if fired:
                     rolled_back = self.on_alarm(done, fired, metrics, monitor, before)
-                    if rolled_back is not None:
+                    if rolled_back is not None and self.stop_signal is None:
                         step = rolled_back
                         continue
+                    if rolled_back is not None:  # rolled back, and asked to stop: stop there
+                        done = rolled_back
                 if cfg.train.eval_every and done % cfg.train.eval_every == 0 \
                         and done < cfg.train.steps:
                     self.evaluate(done, f"step {done}")

@@ -19,8 +19,9 @@ class MetricsLogger:
                  config: dict[str, Any] | None = None,
                  resume_at: tuple[int, int] | None = None) -> None:
         """``resume_at=(lines, step)``: a resumed run keeps the first ``lines`` records of
-        ``metrics.jsonl`` (what its checkpoint had seen) and purges TensorBoard events from
-        ``step + 1`` on, so the steps it replays are not recorded twice."""
+        ``metrics.jsonl`` (what its checkpoint had seen), so the steps it replays are recorded
+        there once. (TensorBoard events are appended: a purge from ``step + 1`` would also
+        erase the SFT curve, whose steps are counted separately.)"""
         self.path = run_dir / "metrics.jsonl"
         if resume_at is not None and self.path.is_file():
             kept = self.path.read_text(encoding="utf-8").splitlines(keepends=True)[:resume_at[0]]
@@ -33,8 +34,7 @@ class MetricsLogger:
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            purge = resume_at[1] + 1 if resume_at is not None else None
-            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge)
+            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
         self._wandb = _optional("wandb", "wandb") if wandb else None
         if self._wandb is not None:
             self._wandb.init(project="turnrl", name=run_name, config=config or {},
