@@ -311,6 +311,13 @@ class AlgoConfig(_Section):
     mask_truncated: bool | None = Field(
         None, description="Truncated episodes (turn or context budget) contribute no loss."
     )
+    bootstrap_truncated: bool | None = Field(
+        None, description="Critic estimators (gae, turn_gae): bootstrap a truncated episode "
+        "from the critic's value of its last state (Gymnasium time-limit semantics) instead "
+        "of ending it with value 0. Off by default: an env's turn budget is part of the task "
+        "(running out of turns fails it), and bootstrapping it pays a stalling policy the "
+        "critic's estimate."
+    )
 
 
 class RewardConfig(_Section):

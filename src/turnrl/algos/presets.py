@@ -39,6 +39,9 @@ class AlgoPreset:
     dynamic_sampling: bool = False  # drop groups whose rewards are all equal, sample more
     overlong_cache: int = 0  # > 0: DAPO's soft overlong penalty on each turn's length
     mask_truncated: bool = False  # truncated episodes contribute no loss
+    # value of a truncated episode's last state: bootstrapped from the critic (Gymnasium time
+    # limits), or 0 like a terminal one (a turn budget that is part of the task)
+    bootstrap_truncated: bool = False
     paper: str = ""
     description: str = ""
 

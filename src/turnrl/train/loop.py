@@ -80,7 +80,7 @@ from turnrl.train.checkpoint import (
 from turnrl.train.learner import Learner, OptimConfig, state_values
 from turnrl.train.progress import Progress
 from turnrl.train.tracking import MetricsLogger
-from turnrl.types import Batch, Trajectory
+from turnrl.types import AdvantageInputs, Batch, Trajectory
 
 SFT_SEED_OFFSET = 500_000_000  # SFT demonstrations use seeds disjoint from RL tasks
 
@@ -519,7 +519,8 @@ class Trainer:
             with_critic_prefix(batch, [self.privileged_prefix(x) for x in trajectories],
                                self.tokenizer.pad_token_id)
         metrics.update(self.score(batch))
-        advantage = ADVANTAGES[self.algo.advantage](batch.adv_inputs, **self.algo.adv_kwargs)
+        advantage = ADVANTAGES[self.algo.advantage](
+            estimator_inputs(batch.adv_inputs, self.algo), **self.algo.adv_kwargs)
         batch.adv, batch.ret = advantage.advantages, advantage.returns
         if self.algo.mask_truncated:
             truncated = ~batch.adv_inputs.terminated
@@ -736,6 +737,14 @@ class Trainer:
              "config": dump_config(cfg)}, indent=2) + "\n")
         self.logger.close()
         return result
+
+
+def estimator_inputs(inputs: AdvantageInputs, algo: AlgoPreset) -> AdvantageInputs:
+    """What the advantage estimator reads: without ``algo.bootstrap_truncated`` every episode
+    counts as terminated, so critic estimators end truncated ones with value 0."""
+    if algo.bootstrap_truncated:
+        return inputs
+    return dataclasses.replace(inputs, terminated=torch.ones_like(inputs.terminated))
 
 
 def alarm_details(fired: list[str], metrics: dict[str, float]) -> str:
