@@ -57,12 +57,20 @@ def prune_checkpoints(run_dir: Path, keep_last: int) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def checkpoint_step(path: Path) -> int:
+    """The step ``n`` of a ``checkpoints/step_<n>`` directory."""
+    match = STEP_DIR.match(path.name)
+    if match is None:
+        raise ValueError(f"{path} is not a checkpoints/step_<n> directory")
+    return int(match.group(1))
+
+
 def checkpoints(run_dir: Path) -> list[Path]:
     """The complete ``checkpoints/step_<n>`` of a run, oldest first."""
     root = run_dir / "checkpoints"
-    steps = [(int(m.group(1)), p) for p in root.glob("step_*")
-             if (m := STEP_DIR.match(p.name)) and (p / "state.json").is_file()]
-    return [p for _, p in sorted(steps)]
+    found = [p for p in root.glob("step_*")
+             if STEP_DIR.match(p.name) and (p / "state.json").is_file()]
+    return sorted(found, key=checkpoint_step)
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -71,6 +71,7 @@ from turnrl.train import sft
 from turnrl.train.alarms import ACTIONABLE, AlarmMonitor, default_rules
 from turnrl.train.batch import layout, turn_start_values, with_critic_prefix
 from turnrl.train.checkpoint import (
+    checkpoint_step,
     checkpoints,
     latest_checkpoint,
     load_training_state,
@@ -646,7 +647,7 @@ class Trainer:
             raise AlarmStop(f"{message}; stopped {why}(alarms.on_alarm={a.on_alarm}); the "
                             f"last state is checkpointed in {self.run_dir / 'checkpoints'}")
         good = [p for p in checkpoints(self.run_dir)
-                if int(p.name.split("_")[1]) <= done - a.patience]
+                if checkpoint_step(p) <= done - a.patience]
         if not good:
             self.checkpoint(done, before)
             raise AlarmStop(f"{message}; no checkpoint from before the alarm to roll back to "
@@ -654,7 +655,7 @@ class Trainer:
                             f"train.checkpoint_every); the last state is checkpointed")
         target = good[-1]
         for newer in checkpoints(self.run_dir):  # written during the collapse: never resume
-            if int(newer.name.split("_")[1]) > int(target.name.split("_")[1]):
+            if checkpoint_step(newer) > checkpoint_step(target):
                 shutil.rmtree(newer)
         reference = self.learner.reference if self.learner is not None else None
         self.load_model(str(target), fresh_lora=False)
