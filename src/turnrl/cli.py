@@ -1,4 +1,4 @@
-"""The ``turnrl`` command line: train, sft, eval, envs, play, algos, init-model.
+"""The ``turnrl`` command line: train, sft, eval, status, envs, play, algos, init-model.
 
 A user's mistake (bad config, unknown env, missing model dir, unreadable dataset) prints one
 clear ``error:`` line and exits with status 2, without a traceback.
@@ -119,6 +119,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     summary = trainer.evaluate(0, "eval")
     print_results(None, summary, run_dir=trainer.run_dir, wall_time_s=None,
                   labels=("", str(args.model)))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from turnrl.train.status import status_report
+
+    run_dir = Path(args.run)
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: not a directory; pass a run dir, e.g. runs/default")
+    try:
+        Console().print(status_report(run_dir))
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
     return 0
 
 
@@ -278,6 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed-start", type=int, help="first held-out seed")
     p.add_argument("--out-dir", default="runs", help="where the eval run dir is written")
     p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser("status", help="where a run stands: step, timings, Ray workers",
+                       description="Read RUN/metrics.jsonl (live or finished) and show the "
+                       "newest step: reward, timings and, on Ray, each rollout worker's "
+                       "throughput and busy time, queue depth, staleness and restarts.")
+    p.add_argument("run", metavar="RUN", help="a run dir, e.g. runs/default")
+    p.set_defaults(fn=cmd_status)
 
     p = sub.add_parser("envs", help="list registered environments")
     p.set_defaults(fn=cmd_envs)

@@ -179,6 +179,15 @@ class ModelConfig(_Section):
     lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA adapters.")
 
 
+class LatencyConfig(_Section):
+    """Simulated latency of every env step: log-normal, heavy-tailed like tool and search calls."""
+
+    median_s: float = Field(0.0, ge=0, description="Median seconds per env step; 0 = off.")
+    sigma: float = Field(1.0, ge=0, description="Log-normal shape: the tail grows with it "
+                         "(p99 = median · e^(2.33·sigma)).")
+    max_s: float = Field(30.0, gt=0, description="Cap on one step's delay, in seconds.")
+
+
 class EnvConfig(_Section):
     """The environment and the seeds of training and held-out evaluation tasks."""
 
@@ -206,6 +215,10 @@ class EnvConfig(_Section):
     max_failed_batches: int = Field(
         3, ge=1, description="Stop with an error after this many consecutive batches in which "
         "every episode failed."
+    )
+    latency: LatencyConfig = Field(
+        default_factory=lambda: LatencyConfig(), description="Simulated env-step latency "
+        "(a slow tool or search backend), for trying out asynchronous training."
     )
 
     @model_validator(mode="after")
@@ -396,6 +409,14 @@ class TrainConfig(_Section):
     norm_len: int | None = Field(
         None, ge=1, description="Constant length for seq_mean_token_sum_norm; None = max length."
     )
+    mode: Literal["sync", "async"] = Field(
+        "sync", description="sync: collect, then update; async: rollout workers keep sampling "
+        "while the learner updates (needs distributed.backend=ray)."
+    )
+    max_staleness: int = Field(
+        1, ge=0, description="async: most learner updates between a trajectory's oldest token "
+        "and the update that trains on it; older ones are dropped (0 = synchronous)."
+    )
 
     @model_validator(mode="after")
     def _check_batches(self) -> TrainConfig:
@@ -511,6 +532,39 @@ class AlarmsConfig(_Section):
     max_rollbacks: int = Field(3, ge=0, description="Rollbacks before the run stops instead.")
 
 
+class DistributedConfig(_Section):
+    """Scaling out on Ray and torch.distributed (docs/scaling.md)."""
+
+    backend: Literal["none", "ray"] = Field(
+        "none", description="none: one process; ray: env, rollout and learner workers on Ray."
+    )
+    ray_address: str | None = Field(
+        None, description="Ray cluster to join ('auto', 'ray://host:10001', 'host:6379'); "
+        "None starts a local Ray instance that stops with the run."
+    )
+    num_cpus: int | None = Field(
+        None, ge=1, description="CPUs of the local Ray instance (None: all of this machine's)."
+    )
+    num_env_workers: int = Field(
+        0, ge=0, description="Env worker actors; 0 = envs live in the rollout workers."
+    )
+    num_rollout_workers: int = Field(
+        1, ge=1, description="Rollout worker actors (one engine each).")
+    num_learners: int = Field(
+        1, ge=1, description="Data-parallel learner processes (torch.distributed); the driver "
+        "is learner 0."
+    )
+    cpus_per_env_worker: float = Field(0.25, ge=0, description="Ray CPUs per env worker.")
+    cpus_per_rollout_worker: float = Field(1.0, ge=0, description="Ray CPUs per rollout worker.")
+    gpus_per_rollout_worker: float = Field(0.0, ge=0, description="Ray GPUs per rollout worker.")
+    cpus_per_learner: float = Field(1.0, ge=0, description="Ray CPUs per extra learner.")
+    gpus_per_learner: float = Field(0.0, ge=0, description="Ray GPUs per extra learner.")
+    worker_threads: int = Field(1, ge=1, description="torch CPU threads in each worker.")
+    learner_backend: Literal["auto", "gloo", "nccl"] = Field(
+        "auto", description="torch.distributed backend: auto = nccl on GPU, else gloo."
+    )
+
+
 class Config(_Section):
     """The whole run: every knob of `turnrl train`, with defaults, so ``Config()`` is valid."""
 
@@ -525,6 +579,8 @@ class Config(_Section):
     train: TrainConfig = Field(default_factory=TrainConfig, description="The RL loop.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     alarms: AlarmsConfig = Field(default_factory=AlarmsConfig, description="Collapse alarms.")
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig,
+                                           description="Ray workers and data-parallel learners.")
     log: LogConfig = Field(default_factory=LogConfig, description="Metric sinks.")
 
     _origin: _Origin = PrivateAttr(default_factory=_Origin)

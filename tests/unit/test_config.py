@@ -91,7 +91,7 @@ def test_yaml_and_overrides_round_trip(tmp_path: Path) -> None:
 def test_dump_keeps_declaration_order() -> None:
     top = [line.split(":")[0] for line in dump_config(Config()).splitlines() if line[:1].isalpha()]
     assert top == ["run", "model", "env", "rollout", "sft", "reward", "algo", "critic", "train",
-                   "eval", "alarms", "log"]
+                   "eval", "alarms", "distributed", "log"]
 
 
 def test_overrides_parse_types() -> None:
@@ -140,9 +140,8 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
     path = write(tmp_path, "run:\n  seed: 1\n\ntrian:\n  steps: 3\n")
     message = str(error_of(path))
     assert message.startswith(f"{path}:4: unknown key 'trian' at top level; did you mean 'train'?")
-    assert ("Valid keys: alarms, algo, critic, env, eval, log, model, reward, rollout, run, sft, "
-            "train"
-            in message)
+    assert ("Valid keys: alarms, algo, critic, distributed, env, eval, log, model, reward, "
+            "rollout, run, sft, train" in message)
 
 
 def test_unknown_nested_key(tmp_path: Path) -> None:

@@ -34,6 +34,9 @@ class Completion:
     token_ids: list[int]  # sampled tokens, including the stop token when one was sampled
     logprobs: list[float]  # log-prob of each sampled token under the behaviour policy
     finish_reason: Literal["stop", "length"]
+    # the engine's weight version when each token was sampled (None: the engine keeps none);
+    # one completion can span a weight update (a partial rollout)
+    versions: list[int] | None = None
 
 
 @runtime_checkable
@@ -44,6 +47,8 @@ class Engine(Protocol):
                        session: str | None = None) -> Completion: ...
 
     def load_weights(self, model: torch.nn.Module) -> None: ...
+    # (engines that serve several learner versions also carry ``version: int``, stamped on
+    # every sampled token: Completion.versions)
 
     def end_session(self, session: str) -> None:
         """The episode ``session`` is over: drop any state kept for it (e.g. its KV cache)."""

@@ -57,6 +57,7 @@ class _Row:
     stop_ids: frozenset[int]
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)  # engine version at each sampled token
     alive: bool = True  # False once resolved: the row waits in the batch until compaction
 
     def finished(self) -> bool:
@@ -143,6 +144,7 @@ class HFEngine:
         self.max_batch_size = max_batch_size
         self.device = next(model.parameters()).device
         self.generator = torch.Generator().manual_seed(seed)
+        self.version = 0  # the learner version of the weights (set by whoever pushes them)
         self.reuse_kv = reuse_kv
         self._sessions: dict[str, _SessionCache] = {}
         self._pending: list[_Request] = []
@@ -168,11 +170,15 @@ class HFEngine:
             self._worker = loop.create_task(self._serve())
         return await request.future
 
-    def load_weights(self, model: torch.nn.Module) -> None:
-        """Take the learner's weights (a no-op when shared in-process); drops stale KV caches."""
+    def load_weights(self, model: torch.nn.Module | dict[str, Tensor]) -> None:
+        """Take the learner's weights (a model, or its state dict; a no-op when the model is
+        shared in-process); drops the cached sessions. Requests that are decoding go on with
+        the new weights (a partial rollout: ``Completion.versions`` tells which tokens came
+        from which)."""
         self._sessions.clear()
         if model is not self.model:
-            self.model.load_state_dict(model.state_dict())
+            state = model if isinstance(model, dict) else model.state_dict()
+            self.model.load_state_dict(state)
 
     def end_session(self, session: str) -> None:
         """Forget a finished episode's KV cache."""
@@ -330,6 +336,7 @@ class HFEngine:
         for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist(), strict=True):
             row.tokens.append(token)
             row.logprobs.append(logprob)
+            row.versions.append(self.version)
         self.stats["decode_tokens"] += len(rows)
 
     def _merge(self, rows: list[_Row], cache: DynamicCache, mask: Tensor, *, spare: int) -> None:
@@ -397,7 +404,7 @@ class HFEngine:
                 self._store_session(i, row)
             row.alive = False
             row.request.resolve(Completion(row.tokens, row.logprobs,
-                                           "stop" if stop else "length"))
+                                           "stop" if stop else "length", row.versions))
         dead = sum(not row.alive for row in self._rows)
         if dead == len(self._rows):
             self._reset_batch()

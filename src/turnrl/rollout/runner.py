@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
+import inspect
 import itertools
 import logging
 import math
@@ -26,6 +27,12 @@ log = logging.getLogger("turnrl")
 
 class EnvFailure(Exception):
     """An env call raised, timed out or returned a malformed result: its episode ends."""
+
+
+class WorkerLost(Exception):
+    """The process hosting an env died (a Ray env worker): not the env's fault, so the
+    episode is not scored as failed; it is re-run from its seed by whoever submitted it."""
+
 # what reward functions read (turnrl.rewards): the gold answer from reset info; the agent's
 # final answer and the evidence it retrieved from step info. Copied into trajectory.info.
 ANSWER_KEYS = ("answer", "final_answer", "retrieved")
@@ -140,7 +147,19 @@ class Runner:
 
     async def _call(self, env: Env, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run an env method inline, or in a worker thread for slow envs, when asked, or
-        under a timeout; any failure is raised as :class:`EnvFailure`."""
+        under a timeout; a coroutine method (a remote env) is awaited. Any failure is raised
+        as :class:`EnvFailure`, except :class:`WorkerLost`."""
+        if inspect.iscoroutinefunction(fn):
+            try:
+                return await asyncio.wait_for(fn(*args, **kwargs), self.step_timeout_s)
+            except WorkerLost:
+                raise
+            except (TimeoutError, asyncio.TimeoutError):
+                name = getattr(fn, "__qualname__", repr(fn))
+                raise EnvFailure(f"{name} did not return within {self.step_timeout_s:g} s "
+                                 "(env.step_timeout_s)") from None
+            except Exception as error:
+                raise env_failure(fn, error) from error
         if self.offload_env_steps or env.spec.slow_steps or self.step_timeout_s:
             try:
                 return await in_thread(fn, *args, timeout=self.step_timeout_s, **kwargs)
@@ -167,6 +186,7 @@ class Runner:
                   "tool_calls": 0, "tool_errors": 0}
         answer_info: dict[str, Any] = {k: reset_info[k] for k in ANSWER_KEYS if k in reset_info}
         state_keys: list[int] = []
+        versions: list[int] = []  # the engine's weight version of each sampled token
         for turn in range(env.spec.max_turns):
             if not self._open_turn(ledger, turn):
                 truncated, counts["context_overflow"] = True, 1
@@ -186,6 +206,8 @@ class Runner:
             action = ledger.add_sampled(completion.token_ids, completion.logprobs, turn=turn,
                                         eos_token_id=eos)
             counts["length_finishes"] += completion.finish_reason == "length"
+            if completion.versions is not None:
+                versions += completion.versions
             try:
                 result = await self._call(env, env.step, action)
                 check_step_result(result)
@@ -212,6 +234,8 @@ class Runner:
                                 and "error" not in answer_info, **counts, **answer_info}
         if env.spec.has_state_key:
             info["state_keys"] = state_keys
+        if versions:  # one per sampled token (the positions where loss_mask is 1), in order
+            info["policy_versions"] = versions
         return Trajectory(
             env_id=env.spec.id, seed=seed, group_id=group_id, messages=ledger.messages,
             token_ids=ledger.token_ids, loss_mask=ledger.loss_mask, logprobs=ledger.logprobs,

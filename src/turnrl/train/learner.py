@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from turnrl.algos import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 from turnrl.algos.losses import value_loss
 from turnrl.algos.presets import AlgoPreset
+from turnrl.distributed.data_parallel import DataParallel
 from turnrl.models.policy import ValueModel, logprobs_from_logits
 from turnrl.train.batch import micro_batches, select
 from turnrl.train.packing import packed_forward, packed_passes
@@ -49,8 +50,9 @@ class Learner:
 
     def __init__(self, policy: nn.Module, algo: AlgoPreset, optim: OptimConfig, *,
                  critic: ValueModel | None = None, reference: nn.Module | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, data_parallel: DataParallel | None = None) -> None:
         self.policy = policy
+        self.dp = data_parallel  # None: this process is the only learner
         self.algo = algo
         self.optim = optim
         self.critic = critic
@@ -174,8 +176,9 @@ class Learner:
         width = longest(batch, rows)
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = defaultdict(float)
-        n_micro = 0
-        for micro_rows in self._micro(batch, rows):
+        passes = self._micro(batch, rows)
+        n_micro = len(passes)  # over all learners: the _mean/ metrics are means over passes
+        for micro_rows in (self.dp.shard(passes) if self.dp else passes):
             micro = select(batch, micro_rows)
             logprobs, entropy, hidden = self._forward(self.policy, micro, width,
                                                       with_entropy=True,
@@ -208,10 +211,11 @@ class Learner:
             sums["loss/total"] += loss.item()
             for key, value in loss_metrics.items():
                 sums[f"_mean/{key}"] += value
-            n_micro += 1
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(
-            [p for group in self.optimizer.param_groups for p in group["params"]],
-            self.optim.max_grad_norm))
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        if self.dp is not None:  # the mini-batch's gradient: the sum over the learners
+            self.dp.all_reduce_grads(params)
+            sums = self.dp.sum_metrics(sums)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.optim.max_grad_norm))
         if math.isfinite(grad_norm):
             self.optimizer.step()
         else:  # a NaN/inf loss or gradient: keep the weights (and optimizer state) as they are
@@ -247,13 +251,18 @@ class Learner:
         total = clipfrac = 0.0
         passes = self._micro(batch, rows, packed=False)
         n_micro = len(passes)
-        for micro_rows in passes:
+        for micro_rows in (self.dp.shard(passes) if self.dp else passes):
             micro = select(batch, micro_rows)
             loss, vf_metrics = self._value_loss(
                 self._critic_forward(micro, detach_body=self.shared_critic), micro, norms)
             loss.backward()
             total += loss.item()
             clipfrac += vf_metrics.get("loss/vf_clipfrac", 0.0) / n_micro
+        if self.dp is not None:
+            self.dp.all_reduce_grads(self.critic.head.parameters() if self.shared_critic
+                                     else self.critic.parameters())
+            reduced = self.dp.sum_metrics({"total": total, "clipfrac": clipfrac})
+            total, clipfrac = reduced["total"], reduced["clipfrac"]
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.critic.parameters(),
                                                          self.optim.max_grad_norm))
         skipped = not math.isfinite(grad_norm)

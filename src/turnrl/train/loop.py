@@ -47,6 +47,14 @@ from turnrl.config import (
     save_config,
     validate_names,
 )
+from turnrl.distributed.ray_backend import (
+    AsyncCollector,
+    GroupStream,
+    LearnerGroup,
+    RayCluster,
+    check_resources,
+)
+from turnrl.envs.latency import with_latency
 from turnrl.envs.protocol import Env, HasTools
 from turnrl.envs.registry import GYM_PREFIX, UnknownEnvError
 from turnrl.eval.evaluate import evaluate
@@ -155,6 +163,32 @@ def check_algo(cfg: Config, algo: AlgoPreset) -> None:
             f"critic.privileged: env {cfg.env.id!r} has no privileged_info() (its spec does "
             "not declare has_privileged_info); set critic.privileged=false or use an env "
             "that provides it")
+
+
+def check_distributed(cfg: Config) -> None:
+    """``distributed.*`` and ``train.mode`` agree, and Ray is installed when it is asked for."""
+    d = cfg.distributed
+    if d.backend == "none":
+        needs = [f"{key}={value}" for key, value, default in (
+            ("train.mode", cfg.train.mode, "sync"),
+            ("distributed.num_learners", d.num_learners, 1),
+            ("distributed.num_env_workers", d.num_env_workers, 0),
+            ("distributed.num_rollout_workers", d.num_rollout_workers, 1)) if value != default]
+        if needs:
+            where = cfg.origin_of("distributed.backend") or cfg.origin_of(needs[0].split("=")[0])
+            raise ConfigError(f"{where + ': ' if where else ''}{', '.join(needs)} runs on Ray: "
+                              "set distributed.backend=ray (and install turnrl[ray])")
+        return
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        where = cfg.origin_of("distributed.backend")
+        raise ConfigError(f"{where + ': ' if where else ''}distributed.backend=ray needs Ray, "
+                          "which is not installed: pip install 'turnrl[ray]' (or set "
+                          "distributed.backend=none)") from None
+    if d.ray_address is None:  # the local instance this run will start: check it now
+        check_resources(d, {"CPU": float(d.num_cpus or os.cpu_count() or 1),
+                            "GPU": float(torch.cuda.device_count())})
 
 
 def build_rewards(cfg: Config) -> CombinedReward | None:
@@ -287,7 +321,12 @@ def model_source(cfg: Config, run_dir: Path) -> str:
 
 
 def env_factory(cfg: Config) -> Callable[[], Env]:
-    return functools.partial(envs.make, cfg.env.id, **cfg.env.kwargs)
+    """Builds one env of the config (picklable: Ray workers build their envs with it)."""
+    make = functools.partial(envs.make, cfg.env.id, **cfg.env.kwargs)
+    lat = cfg.env.latency
+    if lat.median_s > 0:
+        return functools.partial(with_latency, make, lat.median_s, lat.sigma, lat.max_s)
+    return make
 
 
 def save_samples(run_dir: Path, step: int, trajectories: list[Trajectory], batch: Batch,
@@ -311,10 +350,16 @@ class Trainer:
 
     def __init__(self, cfg: Config, *, resume: Path | None = None) -> None:
         check_names(cfg)
+        check_distributed(cfg)
         env_spec = check_env_kwargs(cfg)
         self.cfg = cfg
         self.algo = resolve_algo(cfg.algo)
         check_algo(cfg, self.algo)
+        if cfg.train.mode == "async" and cfg.train.max_staleness > 0 \
+                and self.algo.is_correction == "none":
+            # trajectories come from older policies: weight by the learner's own old log-probs
+            self.algo = dataclasses.replace(self.algo, is_correction="tis")
+            log.info("train.mode=async: algo.is_correction=tis (behaviour-policy correction)")
         self.rewards = build_rewards(cfg)
         self.device = setup_torch(cfg)
         self.make_env = env_factory(cfg)
@@ -357,6 +402,13 @@ class Trainer:
         self.rollbacks = 0  # alarms.on_alarm=rollback: rollbacks so far
         self.last_error = ""
         self.kl_controller: AdaptiveKLController | None = None
+        # distributed.backend=ray: the workers, the data-parallel learners, async collection
+        self.cluster: RayCluster | None = None
+        self.stream: GroupStream | None = None
+        self.collector: AsyncCollector | None = None
+        self.learner_group: LearnerGroup | None = None
+        self.policy_version = 0  # learner updates so far (stamped on sampled tokens)
+        self._worker_stats: list[dict[str, float]] = []
 
     # ------------------------------------------------------------------ helpers
     def load_model(self, source: str, *, fresh_lora: bool) -> None:
@@ -389,13 +441,90 @@ class Trainer:
         dtype = resolve_dtype(self.cfg.model.dtype, self.device)
         return load_policy(path, dtype=dtype, device=self.device).eval().requires_grad_(False)
 
-    def runner(self, temperature: float) -> Runner:
+    def sampling(self, temperature: float) -> tuple[SamplingParams, dict]:
+        """The sampling parameters of every agent turn and the runner's keyword arguments."""
         r = self.cfg.rollout
         params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=temperature,
                                 top_p=r.top_p)
-        return Runner(self.engine, self.tokenizer, params,
-                      max_context_tokens=r.max_context_tokens,
-                      step_timeout_s=self.cfg.env.step_timeout_s, sampling_seed=self.cfg.run.seed)
+        return params, {"max_context_tokens": r.max_context_tokens,
+                        "step_timeout_s": self.cfg.env.step_timeout_s,
+                        "sampling_seed": self.cfg.run.seed}
+
+    def runner(self, temperature: float) -> Runner:
+        params, kwargs = self.sampling(temperature)
+        return Runner(self.engine, self.tokenizer, params, **kwargs)
+
+    def start_distributed(self) -> None:
+        """``distributed.backend=ray``: start the workers with the current policy, and the
+        data-parallel learners and asynchronous collection when configured."""
+        cfg, d = self.cfg, self.cfg.distributed
+        if d.backend != "ray":
+            return
+        params, runner_kwargs = self.sampling(cfg.rollout.temperature)
+        self.cluster = RayCluster(
+            d, policy=self.policy, tokenizer=self.tokenizer, make_env=self.make_env,
+            params=params, runner_kwargs=runner_kwargs,
+            engine_kwargs={"max_batch_size": cfg.rollout.max_batch_size, "seed": cfg.run.seed})
+        self.engine.version = self.policy_version = self.start_step
+        self.cluster.push_weights(self.policy, self.policy_version, wait=True)
+        first_seed = cfg.env.train_seed_start
+        self.stream = GroupStream(self.cluster, cfg.train.group_size,
+                                  seed_of=lambda index: first_seed + index)
+        if cfg.train.mode == "async":
+            self.collector = AsyncCollector(
+                self.stream, cfg.train.n_groups, cfg.train.max_staleness,
+                start=self.seed_cursor,
+                max_rejected=cfg.train.n_groups * cfg.train.max_sampling_tries)
+        if d.num_learners > 1:
+            self.learner_group = LearnerGroup(d, self.device)
+
+    def stop_distributed(self) -> None:
+        for part in (self.learner_group, self.cluster):
+            if part is not None:
+                part.close()
+        self.cluster = self.stream = self.collector = self.learner_group = None
+
+    def play_groups(self, first: int, n: int) -> list[Trajectory]:
+        """Groups ``first .. first + n − 1`` (task seed ``env.train_seed_start + index``), on
+        the Ray workers or in this process."""
+        if self.stream is not None:
+            return self.stream.collect(list(range(first, first + n)))
+        seeds = [self.cfg.env.train_seed_start + first + i for i in range(n)]
+        return self.runner(self.cfg.rollout.temperature).collect(
+            self.make_env, seeds, self.cfg.train.group_size, first_group_id=first)
+
+    def push_weights(self) -> None:
+        """The learner's weights to the local engine and the rollout workers (a new
+        version; in async mode the workers take it between two decoding steps)."""
+        assert self.learner is not None
+        self.engine.load_weights(self.learner.policy)
+        self.policy_version += 1
+        self.engine.version = self.policy_version
+        if self.cluster is not None:
+            self.cluster.push_weights(self.learner.policy, self.policy_version,
+                                      wait=self.cfg.train.mode == "sync")
+
+    def worker_metrics(self) -> dict[str, float]:
+        """``perf/``: each rollout worker's episodes/s, sampled tokens/s and busy fraction
+        since the last step, the restarts so far and the policy version."""
+        if self.cluster is None:
+            return {}
+        now = self.cluster.worker_stats()
+        before = self._worker_stats or [dict.fromkeys(now[0], 0.0) for _ in now]
+        self._worker_stats = now
+        metrics = {"perf/worker_restarts": float(self.cluster.restarts),
+                   "perf/policy_version": float(self.policy_version)}
+        total = 0.0
+        for i, (a, b) in enumerate(zip(now, before, strict=True)):
+            dt = max(a["wall_s"] - b["wall_s"], 1e-9)
+            episodes = (a["episodes"] - b["episodes"]) / dt
+            total += episodes
+            metrics[f"perf/rollout-{i}/episodes_per_s"] = episodes
+            metrics[f"perf/rollout-{i}/tokens_per_s"] = (a["sampled_tokens"]
+                                                         - b["sampled_tokens"]) / dt
+            metrics[f"perf/rollout-{i}/busy_frac"] = (a["busy_s"] - b["busy_s"]) / dt
+        metrics["perf/episodes_per_s"] = total
+        return metrics
 
     def build_learner(self, *, source: Path | None = None,
                       reference: torch.nn.Module | None = None) -> Learner:
@@ -426,15 +555,15 @@ class Trainer:
         sampling, groups whose (final) rewards are all equal (no group signal) are dropped and
         more are collected, at most ``train.max_sampling_tries`` times. Task seeds and group
         ids come from one cursor."""
+        if self.collector is not None:
+            return self.collect_async()
         t, e = self.cfg.train, self.cfg.env
-        runner = self.runner(self.cfg.rollout.temperature)
         kept: list[Trajectory] = []
         tries = dropped = errors = episodes = 0
         while tries < t.max_sampling_tries:
             first = self.seed_cursor
             self.seed_cursor += t.n_groups
-            seeds = [e.train_seed_start + first + i for i in range(t.n_groups)]
-            collected = runner.collect(self.make_env, seeds, t.group_size, first_group_id=first)
+            collected = self.play_groups(first, t.n_groups)
             apply_rewards(collected, self.rewards, env_weight=self.cfg.reward.env_weight)
             episodes += len(collected)
             collected, failed = handle_failures(collected, on_error=e.on_error,
@@ -461,6 +590,38 @@ class Trainer:
             kept = [x for x in kept if x.group_id in set(first_groups)] or collected
             metrics.update({"rollout/dropped_groups": float(dropped),
                             "rollout/sampling_tries": float(tries)})
+        return kept, {**reward_term_metrics(kept), **metrics}
+
+    def collect_async(self) -> tuple[list[Trajectory], dict[str, float]]:
+        """The next batch from the rollout workers that kept sampling during the last
+        update (``train.mode=async``): groups are scored as they arrive; failed episodes are
+        handled as in :meth:`collect`; with dynamic sampling a group without reward spread
+        is dropped and replaced."""
+        assert self.collector is not None
+        e = self.cfg.env
+        counts = {"episodes": 0, "errors": 0, "dropped": 0}
+
+        def accept(group: list[Trajectory]) -> list[Trajectory]:
+            apply_rewards(group, self.rewards, env_weight=self.cfg.reward.env_weight)
+            counts["episodes"] += len(group)
+            kept, failed = handle_failures(group, on_error=e.on_error,
+                                           error_reward=e.error_reward)
+            counts["errors"] += len(failed)
+            if failed:
+                self.last_error = failed[-1].info["error"]
+            if kept and self.algo.dynamic_sampling and not bool(informative_groups(
+                    torch.tensor([x.total_reward for x in kept]),
+                    torch.tensor([x.group_id for x in kept])).any()):
+                counts["dropped"] += 1
+                return []
+            return kept
+
+        kept, metrics = self.collector.next_batch(self.policy_version, accept)
+        self.seed_cursor = self.collector.next_index
+        metrics.update({"rollout/env_errors": float(counts["errors"]),
+                        "rollout/env_error_rate": counts["errors"] / max(counts["episodes"], 1)})
+        if self.algo.dynamic_sampling:
+            metrics["rollout/dropped_groups"] = float(counts["dropped"])
         return kept, {**reward_term_metrics(kept), **metrics}
 
     # ------------------------------------------------------------------ stages
@@ -528,14 +689,19 @@ class Trainer:
             batch.loss_mask = batch.loss_mask * (~truncated)[:, None]
             metrics["rollout/masked_truncated"] = float(truncated.float().mean())
         warming_up = step < self.cfg.critic.warmup_steps  # train the critic alone
-        metrics.update(self.learner.update(batch, train_policy=not warming_up))
+        if self.learner_group is not None:  # data-parallel: every learner runs its share
+            metrics.update(self.learner_group.update(self.learner, batch,
+                                                     train_policy=not warming_up))
+        else:
+            metrics.update(self.learner.update(batch, train_policy=not warming_up))
         metrics["loss/critic_warmup"] = float(warming_up)
-        self.engine.load_weights(self.learner.policy)
+        self.push_weights()
         t2 = time.perf_counter()
         save_samples(self.run_dir, step + 1, trajectories, batch, self.cfg.train.save_samples)
         tokens = float(batch.attention_mask.sum())
         return {**rollout_metrics(trajectories), **metrics, **advantage.metrics,
-                "perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
+                **self.worker_metrics(), "perf/rollout_s": t1 - t0,
+                "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
                 "perf/tokens_per_s": tokens / max(t2 - t0, 1e-9)}
 
     def privileged_prefix(self, trajectory: Trajectory) -> list[int]:
@@ -669,12 +835,20 @@ class Trainer:
             for group, lr in zip(optimizer.param_groups, lrs, strict=True):
                 group["lr"] = lr * scale
         monitor.reset_streaks()
+        if self.cluster is not None:  # the workers sample with the rolled-back weights
+            self.push_weights()
         self.logger.log(done, {"alarm/rollback_to": float(state["step"]),
                                "alarm/lr_scale": scale}, phase="alarm")
         log.warning("rolled back to %s with learning rates x%g", target.name, scale)
         return int(state["step"])
 
     def run(self) -> RunResult:
+        try:
+            return self._run()
+        finally:
+            self.stop_distributed()
+
+    def _run(self) -> RunResult:
         start = time.perf_counter()
         cfg = self.cfg
         before: dict[str, float] | None = None
@@ -688,6 +862,7 @@ class Trainer:
             state = self.restore_state(self.resume_from)
             self.start_step, before = state["step"], state.get("eval_before")
             self.rollbacks = state.get("rollbacks", 0)
+        self.start_distributed()
         monitor = self.monitor
         if cfg.alarms.on_alarm == "rollback" and latest_checkpoint(self.run_dir) is None:
             self.checkpoint(self.start_step, before)  # something to roll back to
