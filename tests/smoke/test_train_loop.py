@@ -289,7 +289,7 @@ def test_loop_module_reads_top_to_bottom() -> None:
     import inspect
 
     source = inspect.getsource(loop.Trainer.rl_step)
-    order = ["collect(", "layout(", "ADVANTAGES[", "learner.update(", "engine.load_weights("]
+    order = ["collect(", "layout(", "ADVANTAGES[", "learner.update(", "push_weights("]
     positions = [source.index(token) for token in order]
     assert positions == sorted(positions)
 

@@ -415,3 +415,39 @@ def test_a_failed_admission_fails_its_requests_instead_of_hanging(random_model, 
     results = asyncio.run(run())
     assert all(isinstance(r, RuntimeError) and "out of memory" in str(r) for r in results)
     assert engine._pending == [] and engine._rows == []
+
+
+def test_weights_loaded_mid_turn_are_used_at_once_and_stamped_per_token(
+        random_model, tokenizer, prompts) -> None:
+    """A partial rollout: a turn decoding while new weights arrive finishes with them, and
+    ``Completion.versions`` says which tokens each version sampled."""
+    import copy
+
+    engine = make_engine(copy.deepcopy(random_model), tokenizer)
+    params = SamplingParams(max_new_tokens=12, temperature=1.0, seed=5)
+    request = _Request(prompts[1], params, None)
+    engine._pending.append(request)
+    for _ in range(3):  # prefill and a few decoding steps with version 0
+        engine.step()
+    assert request.result is None
+    n = len(engine._rows[0].tokens)  # sampled so far
+    other = copy.deepcopy(random_model)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    engine.load_weights(other.state_dict())
+    engine.version = 1
+    while request.result is None:
+        engine.step()
+    completion = request.result
+    assert 0 < n < len(completion.token_ids)
+    assert completion.versions == [0] * n + [1] * (len(completion.token_ids) - n)
+    # the same request without the load: the same tokens and log-probs up to the load, and
+    # different log-probs from there on (the new weights decode at once, on the kept cache)
+    undisturbed = make_engine(copy.deepcopy(random_model), tokenizer).generate_batch(
+        [prompts[1]], params)[0]
+    assert undisturbed.token_ids[:n] == completion.token_ids[:n]
+    assert undisturbed.logprobs[:n] == pytest.approx(completion.logprobs[:n], abs=1e-5)
+    assert undisturbed.versions == [0] * len(undisturbed.token_ids)
+    first_new = completion.logprobs[n]
+    assert abs(first_new - undisturbed.logprobs[n]) > 1e-3
