@@ -191,3 +191,32 @@ def test_bad_critic_settings_are_config_errors(args: list[str], expected: list[s
     line = one_error_line(capsys)
     assert all(part in line for part in expected), line
     assert not Path("runs").exists()
+
+
+def test_status_shows_the_newest_step_and_the_ray_workers(tmp_path, capsys) -> None:
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    steps = [{"step": s, "phase": "train", "reward/mean": 0.1 * s, "perf/step_s": 2.0,
+              "perf/policy_version": float(s), "perf/staleness_0": 3.0, "perf/staleness_1": 5.0,
+              "perf/dropped_stale": 1.0, "perf/worker_restarts": 0.0,
+              "perf/rollout-0/episodes_per_s": 4.5, "perf/rollout-0/tokens_per_s": 900.0,
+              "perf/rollout-0/busy_frac": 0.75, "perf/rollout-1/episodes_per_s": 3.25,
+              "perf/rollout-1/tokens_per_s": 700.0, "perf/rollout-1/busy_frac": 0.5}
+             for s in (1, 2)]
+    lines = [json.dumps({"step": 0, "phase": "eval", "eval/success": 0.1}),
+             *map(json.dumps, steps), '{"step": 3, "phase": "tr']  # a live run's half line
+    (run / "metrics.jsonl").write_text("\n".join(lines))
+    assert main(["status", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "step 2" in out and "policy version" in out
+    assert re.search(r"rollout-0\s*│\s*4\.50\s*│\s*900\s*│\s*75%", out)
+    assert re.search(r"rollout-1\s*│\s*3\.25\s*│\s*700\s*│\s*50%", out)
+    assert re.search(r"│\s*1\s*│\s*5\s*│", out)  # 5 groups one update behind
+    assert re.search(r"dropped stale groups\s*│\s*1", out)
+
+
+def test_status_of_something_that_is_not_a_run(tmp_path, capsys) -> None:
+    assert main(["status", str(tmp_path / "nope")]) == 2
+    assert "not a directory; pass a run dir" in one_error_line(capsys)
+    assert main(["status", str(tmp_path)]) == 2
+    assert "no metrics.jsonl" in one_error_line(capsys)
