@@ -9,7 +9,9 @@ Each rule reads one metric of the step and fires when it crosses its threshold f
   (nearly) every group's rewards are equal, so group-relative estimators get no signal;
 - ``alarm/kl_blowup``: ``rollout/kl_ref`` above ``max_kl`` (only with a reference model);
 - ``alarm/grad_norm_spike``: ``loss/grad_norm`` above ``grad_spike`` times the median of the
-  previous (up to 10) steps;
+  previous (up to 10) steps, and above the clipping norm ``train.max_grad_norm`` (below it
+  the step is no larger than an ordinary clipped one: a solved task's near-zero gradients
+  make tiny values look like spikes);
 - ``alarm/length_collapse``: ``rollout/sampled_tokens`` below ``min_length_ratio`` times its
   value at the first RL step: replies are shrinking towards nothing;
 - ``alarm/repeated_outputs``: ``rollout/repeated_outputs`` (episodes whose sampled tokens
@@ -40,12 +42,14 @@ class Rule:
     op: Literal["<", ">", ">="]
     threshold: float
     relative_to: Literal["none", "first", "recent_median"] = "none"
+    floor: float = 0.0  # a relative limit is at least this
 
     def limit(self, first: float | None, recent: list[float]) -> float | None:
         if self.relative_to == "first":
             return None if first is None else self.threshold * first
         if self.relative_to == "recent_median":
-            return self.threshold * statistics.median(recent) if len(recent) >= 3 else None
+            return (max(self.threshold * statistics.median(recent), self.floor)
+                    if len(recent) >= 3 else None)
         return self.threshold
 
     def crossed(self, value: float, limit: float) -> bool:
@@ -54,13 +58,14 @@ class Rule:
 
 def default_rules(*, min_entropy: float = 0.01, max_zero_std_groups: float = 1.0,
                   max_kl: float = 1.0, grad_spike: float = 10.0, min_length_ratio: float = 0.2,
-                  max_repeated: float = 1.0) -> list[Rule]:
+                  max_repeated: float = 1.0, max_grad_norm: float = 0.0) -> list[Rule]:
     """The rule set of the module docstring with the given thresholds."""
     return [
         Rule("entropy_collapse", "loss/entropy", "<", min_entropy),
         Rule("reward_std_zero", "reward/frac_zero_std_groups", ">=", max_zero_std_groups),
         Rule("kl_blowup", "rollout/kl_ref", ">", max_kl),
-        Rule("grad_norm_spike", "loss/grad_norm", ">", grad_spike, "recent_median"),
+        Rule("grad_norm_spike", "loss/grad_norm", ">", grad_spike, "recent_median",
+             floor=max_grad_norm),
         Rule("length_collapse", "rollout/sampled_tokens", "<", min_length_ratio, "first"),
         Rule("repeated_outputs", "rollout/repeated_outputs", ">=", max_repeated),
     ]

@@ -393,7 +393,8 @@ class Trainer:
         self.monitor = AlarmMonitor(default_rules(
             min_entropy=a.min_entropy, max_zero_std_groups=a.max_zero_std_groups,
             max_kl=a.max_kl, grad_spike=a.grad_spike, min_length_ratio=a.min_length_ratio,
-            max_repeated=a.max_repeated), patience=a.patience)
+            max_repeated=a.max_repeated, max_grad_norm=cfg.train.max_grad_norm),
+            patience=a.patience)
         self.stop_signal: int | None = None  # SIGINT/SIGTERM received during RL
         self.learner: Learner | None = None
         self.start_step = 0
