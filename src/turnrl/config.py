@@ -397,6 +397,11 @@ class TrainConfig(_Section):
         "(position ids restart per trajectory, attention stays within it) instead of "
         "right-padding them; same log-probs, less padding."
     )
+    share_prefix: bool = Field(
+        True, description="In padded passes, encode the prompt the rows of a group share once "
+        "and run each row's remainder on its KV cache (same log-probs and gradient, fewer "
+        "tokens through the model); not used with packing."
+    )
     lr: float = Field(5e-4, gt=0, description="AdamW learning rate of the policy.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip.")

@@ -39,7 +39,9 @@ def traj(n_prompt: int, turns: list[int], rewards: list[float], *, group: int = 
 # ---------------------------------------------------------------------- layout / select
 def test_layout_right_pads_every_per_token_list() -> None:
     a, b = traj(3, [2, 1], [0.0, 1.0], group=4), traj(2, [1], [0.5], group=5, terminated=False)
-    batch = layout([a, b], PAD)
+    batch = layout([a, b], PAD)  # a's final observation is cut, b keeps its bootstrap tail
+    a.token_ids, a.loss_mask, a.logprobs, a.turn_index = (
+        x[:-2] for x in (a.token_ids, a.loss_mask, a.logprobs, a.turn_index))
     assert batch.input_ids.shape == (2, len(a.token_ids))
     n = len(b.token_ids)
     assert batch.input_ids[1, :n].tolist() == b.token_ids
@@ -57,6 +59,21 @@ def test_layout_right_pads_every_per_token_list() -> None:
     assert torch.equal(inputs.token_mask, batch.loss_mask)
 
 
+def test_layout_cuts_each_row_after_its_last_sampled_token() -> None:
+    done = traj(3, [2, 1], [0.0, 1.0])  # 3 prompt, 2 + 2 obs, 1 + 2 obs = 10 tokens
+    cut = traj(2, [1], [0.5], terminated=False)  # 2 prompt, 1 + 2 obs = 5 tokens
+    silent = Trajectory(env_id="x-v0", seed=0, group_id=0, messages=[], token_ids=[7, 7, 7],
+                        loss_mask=[0, 0, 0], logprobs=[0.0] * 3, turn_index=[-1] * 3,
+                        turn_rewards=[], terminated=True)
+    kept = layout([done, cut, silent], PAD, bootstrap_truncated=True)
+    assert kept.attention_mask.sum(-1).tolist() == [8.0, 5.0, 3.0]
+    assert kept.input_ids[0, :8].tolist() == done.token_ids[:8]
+    dropped = layout([done, cut, silent], PAD, bootstrap_truncated=False)
+    assert dropped.input_ids.shape == (3, 8)
+    assert dropped.attention_mask.sum(-1).tolist() == [8.0, 3.0, 3.0]
+    assert dropped.loss_mask.sum().item() == sum(done.loss_mask) + sum(cut.loss_mask)
+
+
 def test_layout_of_nothing_is_an_error() -> None:
     with pytest.raises(ValueError, match="at least one"):
         layout([], PAD)
@@ -67,7 +84,7 @@ def test_select_takes_rows_and_trims_padding() -> None:
     batch = layout([long, short, short], PAD)
     batch.adv = torch.arange(batch.input_ids.numel(), dtype=torch.float).view_as(batch.loss_mask)
     sub = select(batch, torch.tensor([2, 1]))
-    width = len(short.token_ids)
+    width = len(short.token_ids) - 2  # without the final observation
     assert sub.input_ids.shape == (2, width)
     assert torch.equal(sub.adv, batch.adv[[2, 1], :width])
     assert sub.ret is None and sub.ref_logprobs is None
@@ -86,8 +103,8 @@ def test_bucketed_batches_partition_the_rows() -> None:
 
 def test_micro_batches_respect_the_row_count_and_the_token_budget() -> None:
     # lengths 1 + 3·(i % 5) prompt tokens + 3 per turn: 4 .. 16 tokens
-    trajectories = [traj(1 + 3 * (i % 5), [1], [0.0]) for i in range(23)]
-    batch = layout(trajectories, PAD)
+    trajectories = [traj(1 + 3 * (i % 5), [1], [0.0], terminated=False) for i in range(23)]
+    batch = layout(trajectories, PAD)  # truncated: every token kept for the bootstrap
     lengths = batch.attention_mask.sum(-1).long()
     rows = torch.arange(23)
     by_rows = micro_batches(batch, rows, max_rows=5)

@@ -49,11 +49,13 @@ def make_batch(trajectories, tokenizer, *, seed: int = 0) -> Batch:
 
 
 def captured_policy_gradient(policy, batch: Batch, algo, *, micro: int,
-                             reference=None, tokens: int | None = None, pack: bool = False
+                             reference=None, tokens: int | None = None, pack: bool = False,
+                             share_prefix: bool = False
                              ) -> tuple[dict[str, torch.Tensor], dict]:
     """The gradient one ``_policy_step`` over the whole batch hands to the optimizer."""
     optim = OptimConfig(lr=1e-3, max_grad_norm=NO_CLIP, mini_batch_size=batch.size,
-                        micro_batch_size=micro, micro_batch_tokens=tokens, pack=pack)
+                        micro_batch_size=micro, micro_batch_tokens=tokens, pack=pack,
+                        share_prefix=share_prefix)
     learner = Learner(policy, algo, optim, reference=reference)
     grads: dict[str, torch.Tensor] = {}
 
@@ -320,3 +322,38 @@ def test_an_infinite_return_skips_the_critic_step(load_sft, tokenizer, trajector
     metrics = learner._critic_step(batch, torch.arange(batch.size))
     assert metrics["loss/value_skipped_steps"] == 1.0
     assert all(torch.equal(v, before[k]) for k, v in critic.state_dict().items())
+
+
+def test_cutting_the_final_observation_changes_no_gradient(
+        trajectories, load_sft, tokenizer) -> None:
+    """The tokens after an episode's last action carry no loss and, by causality, cannot move
+    the log-prob of a sampled token: the learner's gradient is the same without them."""
+    tails = [dataclasses.replace(t, terminated=False, truncated=True) for t in trajectories]
+    assert sum(t.loss_mask[-1] == 0 for t in tails) >= 4  # most ledgers end in an observation
+    full = layout(tails, tokenizer.pad_token_id, bootstrap_truncated=True)
+    cut = layout(tails, tokenizer.pad_token_id, bootstrap_truncated=False)
+    assert cut.attention_mask.sum() < full.attention_mask.sum()
+    for batch in (full, cut):  # the same advantage and behaviour log-prob at each position
+        position = torch.arange(batch.loss_mask.shape[1], dtype=torch.float)
+        batch.adv = torch.cos(position)[None, :] * batch.loss_mask
+        batch.old_logprobs = batch.old_logprobs + 0.2 * torch.sin(position) * batch.loss_mask
+    grads_full, _ = captured_policy_gradient(load_sft(), full, PRESETS["grpo"], micro=4)
+    grads_cut, _ = captured_policy_gradient(load_sft(), cut, PRESETS["grpo"], micro=4)
+    assert grads_full.keys() == grads_cut.keys()
+    for name, grad in grads_full.items():
+        torch.testing.assert_close(grads_cut[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_shared_prefix_passes_give_the_padded_gradient_and_metrics(load_sft, tokenizer,
+                                                                   trajectories) -> None:
+    """Groups of two episodes share their first observation: with ``share_prefix`` each pass
+    encodes it once, and the learner's gradient and metrics stay those of padded passes."""
+    batch = make_batch(trajectories, tokenizer)
+    algo = dataclasses.replace(PRESETS["grpo"], entropy_coef=0.01)
+    padded, padded_metrics = captured_policy_gradient(load_sft(), batch, algo, micro=4)
+    shared, shared_metrics = captured_policy_gradient(load_sft(), batch, algo, micro=4,
+                                                      share_prefix=True)
+    for name, grad in padded.items():
+        torch.testing.assert_close(shared[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    for key in ("loss/policy", "loss/entropy"):  # sums over passes (means per pass differ)
+        assert shared_metrics[key] == pytest.approx(padded_metrics[key], rel=1e-4, abs=1e-7)

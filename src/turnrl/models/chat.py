@@ -78,10 +78,15 @@ class TemplateLedger:
         """Append non-sampled messages (prompt, observation, tool output) as a template delta;
         with ``add_generation_prompt`` also the header of the next assistant turn."""
         full, delta = self.delta(messages, add_generation_prompt=add_generation_prompt)
+        self.commit(messages, full, delta, turn=turn)
+        return delta
+
+    def commit(self, messages: list[Message], full: str, delta: list[int], *,
+               turn: int) -> None:
+        """Append what :meth:`delta` returned for ``messages`` (without rendering again)."""
         self.messages.extend(messages)
         self._extend(delta, mask=0, logprobs=None, turn=turn)
         self.text = full
-        return delta
 
     def add_sampled(self, token_ids: list[int], logprobs: list[float] | None, *, turn: int,
                     eos_token_id: int | None) -> str:

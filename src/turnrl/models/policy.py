@@ -7,6 +7,7 @@ model is such a directory too, so there is one loading path for every model.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,14 @@ def logprobs_from_logits(logits: Tensor, input_ids: Tensor, *, temperature: floa
         ent = -(logp_all.exp() * logp_all).sum(-1)
         entropy = torch.nn.functional.pad(ent, (1, 0))
     return logprobs, entropy
+
+
+def cache_kwarg(model: nn.Module) -> str:
+    """The name of the KV-cache argument of ``model.forward`` (through a peft wrapper):
+    ``cache`` in transformers ≥ 5.x, ``past_key_values`` before."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    parameters = inspect.signature(base.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
 
 
 def decoder_body(policy: nn.Module) -> nn.Module:

@@ -18,7 +18,6 @@ new rows are merged in or a quarter of the rows are finished, so most steps copy
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +26,7 @@ from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicLayer
 
+from turnrl.models.policy import cache_kwarg
 from turnrl.rollout.engine import Completion, SamplingParams
 
 
@@ -153,10 +153,7 @@ class HFEngine:
         self._rows: list[_Row] = []
         self._cache: Cache | None = None
         self._mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
-        # transformers >= 5.x names the KV-cache argument `cache`; earlier ones `past_key_values`
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        forward_args = inspect.signature(base.forward).parameters
-        self._cache_kwarg = "cache" if "cache" in forward_args else "past_key_values"
+        self._cache_kwarg = cache_kwarg(model)
         self.stats = {"prefills": 0, "decode_steps": 0, "requests": 0, "prefill_tokens": 0,
                       "decode_tokens": 0, "max_running": 0}
 

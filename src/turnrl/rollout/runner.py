@@ -169,11 +169,11 @@ class Runner:
 
     def _open_turn(self, ledger: TemplateLedger, turn: int) -> bool:
         """Append the assistant header of the next turn if that turn fits the context."""
-        _, header = ledger.delta([], add_generation_prompt=True)
+        full, header = ledger.delta([], add_generation_prompt=True)
         needed = len(ledger.token_ids) + len(header) + self.params.max_new_tokens
         if needed > self.max_context_tokens:
             return False
-        ledger.add_messages([], turn=turn - 1, add_generation_prompt=True)
+        ledger.commit([], full, header, turn=turn - 1)
         return True
 
     async def _turns(self, env: Env, seed: int, group_id: int, ledger: TemplateLedger,

@@ -6,21 +6,42 @@ from collections.abc import Sequence
 
 import torch
 
+from turnrl.train.prefix import prompt_sorted
 from turnrl.types import AdvantageInputs, Batch, Trajectory
 
 
-def layout(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:
-    """Build a :class:`Batch` of B trajectories, T = longest ledger, K = most turns.
+def used_length(traj: Trajectory, *, keep_tail: bool) -> int:
+    """Ledger tokens the learner needs: all of them, or up to the last sampled token.
+
+    Tokens after the last sampled token (the final observation of an episode) cannot change
+    the log-prob of any sampled token (attention is causal) and carry no loss, so they are
+    only needed where a critic reads the state after them: the bootstrap value of a
+    truncated episode (``keep_tail``). A ledger without sampled tokens is kept whole.
+    """
+    if keep_tail:
+        return len(traj.token_ids)
+    last = max((i for i, m in enumerate(traj.loss_mask) if m), default=-1)
+    return last + 1 if last >= 0 else len(traj.token_ids)
+
+
+def layout(trajectories: Sequence[Trajectory], pad_token_id: int, *,
+           bootstrap_truncated: bool = True) -> Batch:
+    """Build a :class:`Batch` of B trajectories, T = longest used ledger, K = most turns.
 
     Every per-token list of the ledger keeps its position; padding is appended on the
-    right with ``attention_mask = loss_mask = 0`` and ``turn_index = -1``. When every
-    trajectory recorded ``info["state_keys"]`` (one id per turn, from envs that declare
-    ``has_state_key``), they become ``adv_inputs.state_keys`` (B, K), -1 on missing turns.
+    right with ``attention_mask = loss_mask = 0`` and ``turn_index = -1``. Each row is cut
+    after its last sampled token (:func:`used_length`) unless it is a truncated episode and
+    ``bootstrap_truncated`` (its critic bootstrap value is read at the last real position).
+    When every trajectory recorded ``info["state_keys"]`` (one id per turn, from envs that
+    declare ``has_state_key``), they become ``adv_inputs.state_keys`` (B, K), -1 on missing
+    turns.
     """
     if not trajectories:
         raise ValueError("layout needs at least one trajectory")
     size = len(trajectories)
-    width = max(len(t.token_ids) for t in trajectories)
+    lengths = [used_length(t, keep_tail=bootstrap_truncated and not t.terminated)
+               for t in trajectories]
+    width = max(lengths)
     # one spare turn column: turn-level critics read the bootstrap value after the last turn
     turns = max(t.num_turns for t in trajectories) + 1
     input_ids = torch.full((size, width), pad_token_id, dtype=torch.long)
@@ -30,13 +51,13 @@ def layout(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:
     turn_index = torch.full((size, width), -1, dtype=torch.long)
     turn_rewards = torch.zeros((size, turns))
     turn_mask = torch.zeros((size, turns))
-    for row, traj in enumerate(trajectories):
-        n, k = len(traj.token_ids), traj.num_turns
-        input_ids[row, :n] = torch.tensor(traj.token_ids, dtype=torch.long)
+    for row, (traj, n) in enumerate(zip(trajectories, lengths, strict=True)):
+        k = traj.num_turns
+        input_ids[row, :n] = torch.tensor(traj.token_ids[:n], dtype=torch.long)
         attention_mask[row, :n] = 1.0
-        loss_mask[row, :n] = torch.tensor(traj.loss_mask, dtype=torch.float)
-        old_logprobs[row, :n] = torch.tensor(traj.logprobs, dtype=torch.float)
-        turn_index[row, :n] = torch.tensor(traj.turn_index, dtype=torch.long)
+        loss_mask[row, :n] = torch.tensor(traj.loss_mask[:n], dtype=torch.float)
+        old_logprobs[row, :n] = torch.tensor(traj.logprobs[:n], dtype=torch.float)
+        turn_index[row, :n] = torch.tensor(traj.turn_index[:n], dtype=torch.long)
         turn_rewards[row, :k] = torch.tensor(traj.turn_rewards, dtype=torch.float)
         turn_mask[row, :k] = 1.0
     state_keys = None
@@ -100,26 +121,29 @@ def with_critic_prefix(batch: Batch, prefixes: Sequence[Sequence[int]], pad_toke
 
 
 def micro_batches(batch: Batch, rows: torch.Tensor, *, max_rows: int,
-                  max_tokens: int | None = None) -> list[torch.Tensor]:
-    """Cut ``rows`` into forward passes: sorted by length, then greedily filled while a pass
-    has at most ``max_rows`` rows and, with ``max_tokens``, at most that many padded tokens
-    (rows × its longest row). A row longer than ``max_tokens`` gets a pass of its own.
+                  max_tokens: int | None = None, by_prompt: bool = False) -> list[torch.Tensor]:
+    """Cut ``rows`` into forward passes: sorted by length (``by_prompt``: by prompt, then
+    length, so a group's rows share a pass; see :mod:`turnrl.train.prefix`), then greedily
+    filled while a pass has at most ``max_rows`` rows and, with ``max_tokens``, at most that
+    many padded tokens (rows × its longest row). A row longer than ``max_tokens`` gets a pass
+    of its own.
 
     Short rows then share big passes and long rows small ones, so memory per pass is bounded
     and little of it is padding. Every row lands in exactly one pass.
     """
-    ordered = length_sorted(batch, rows)
+    ordered = (prompt_sorted(batch.input_ids, batch.loss_mask, batch.attention_mask, rows)
+               if by_prompt else length_sorted(batch, rows))
     if max_tokens is None:
         return list(ordered.split(max_rows))
     lengths = batch.attention_mask[ordered].sum(-1).long().tolist()
     passes: list[torch.Tensor] = []
-    start = 0
+    start, longest_row = 0, 0
     for end in range(1, len(lengths) + 1):
-        count = end - start  # rows [start, end); ascending lengths: the last is the longest
-        full = count > max_rows or count * lengths[end - 1] > max_tokens
-        if full and count > 1:
+        count = end - start  # rows [start, end)
+        longest_row = max(longest_row, lengths[end - 1])
+        if (count > max_rows or count * longest_row > max_tokens) and count > 1:
             passes.append(ordered[start:end - 1])
-            start = end - 1
+            start, longest_row = end - 1, lengths[end - 1]
     passes.append(ordered[start:])
     return passes
 

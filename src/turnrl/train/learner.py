@@ -23,6 +23,7 @@ from turnrl.distributed.data_parallel import DataParallel
 from turnrl.models.policy import ValueModel, logprobs_from_logits
 from turnrl.train.batch import micro_batches, select
 from turnrl.train.packing import packed_forward, packed_passes
+from turnrl.train.prefix import shared_prefix_forward
 from turnrl.types import Batch
 
 log = logging.getLogger("turnrl")
@@ -43,6 +44,7 @@ class OptimConfig:
     norm_len: float | None = None  # constant of the seq_mean_token_sum_norm aggregation
     temperature: float = 1.0  # sampling temperature: log-probs are taken at the same one
     pack: bool = False  # pack each forward pass's sequences into shared rows (train.packing)
+    share_prefix: bool = False  # encode a pass's common prompts once (train.share_prefix)
 
 
 class Learner:
@@ -111,6 +113,12 @@ class Learner:
             return packed_forward(model, micro.input_ids, micro.attention_mask,
                                   temperature=self.optim.temperature, capacity=width,
                                   with_entropy=with_entropy, with_hidden=with_hidden)
+        if self.optim.share_prefix:
+            shared = shared_prefix_forward(model, micro.input_ids, micro.attention_mask,
+                                           micro.loss_mask, temperature=self.optim.temperature,
+                                           with_entropy=with_entropy, with_hidden=with_hidden)
+            if shared is not None:
+                return shared
         out = model(input_ids=micro.input_ids, attention_mask=micro.attention_mask,
                     output_hidden_states=with_hidden)
         logprobs, entropy = logprobs_from_logits(out.logits, micro.input_ids,
@@ -155,12 +163,16 @@ class Learner:
         return metrics
 
     def _micro(self, batch: Batch, rows: Tensor, *, packed: bool = True) -> list[Tensor]:
-        """The forward passes over ``rows``: length-sorted (or, for the policy with packing,
-        packed) and bounded by a row count and a token budget. The critic's passes stay
-        padded (``packed=False``)."""
-        cut = packed_passes if self.optim.pack and packed else micro_batches
-        return cut(batch, rows, max_rows=self.optim.micro_batch_size,
-                   max_tokens=self.optim.micro_batch_tokens)
+        """The forward passes over ``rows``: length-sorted (for the policy with packing:
+        packed; with a shared prefix: sorted by prompt, then length) and bounded by a row count
+        and a token budget. The critic's passes stay padded and length-sorted
+        (``packed=False``)."""
+        if self.optim.pack and packed:
+            return packed_passes(batch, rows, max_rows=self.optim.micro_batch_size,
+                                 max_tokens=self.optim.micro_batch_tokens)
+        return micro_batches(batch, rows, max_rows=self.optim.micro_batch_size,
+                             max_tokens=self.optim.micro_batch_tokens,
+                             by_prompt=self.optim.share_prefix and packed)
 
     def _normalisers(self, batch: Batch, rows: Tensor) -> dict[str, float | None]:
         mask = batch.loss_mask[rows]

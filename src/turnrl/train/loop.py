@@ -339,8 +339,8 @@ def save_samples(run_dir: Path, step: int, trajectories: list[Trajectory], batch
     for row, traj in enumerate(trajectories[:n]):
         record = traj.to_dict()
         if batch.adv is not None:
-            record["advantages"] = [round(a, 6) for a in batch.adv[row, : len(traj.token_ids)]
-                                    .tolist()]
+            used = [round(a, 6) for a in batch.adv[row, : len(traj.token_ids)].tolist()]
+            record["advantages"] = used + [0.0] * (len(traj.token_ids) - len(used))
         lines.append(json.dumps(record))
     atomic_write_text(run_dir / "samples" / f"step_{step}.jsonl", "\n".join(lines) + "\n")
 
@@ -544,6 +544,7 @@ class Trainer:
                             epochs=t.epochs, mini_batch_size=t.mini_batch_size,
                             micro_batch_size=t.micro_batch_size, critic_lr=c.lr, vf_coef=c.vf_coef,
                             micro_batch_tokens=t.micro_batch_tokens, pack=t.packing,
+                            share_prefix=t.share_prefix,
                             norm_len=float(norm_len), temperature=r.temperature)
         self.kl_controller = (AdaptiveKLController(coef=self.algo.kl_coef,
                                                    target=self.algo.kl_target)
@@ -677,7 +678,8 @@ class Trainer:
                     "rollout/success": 0.0}
         self.failed_batches = 0
         t1 = time.perf_counter()
-        batch = layout(trajectories, self.tokenizer.pad_token_id)
+        batch = layout(trajectories, self.tokenizer.pad_token_id, bootstrap_truncated=(
+            self.algo.bootstrap_truncated and self.learner.critic is not None))
         if self.cfg.critic.privileged and self.learner.critic is not None:
             with_critic_prefix(batch, [self.privileged_prefix(x) for x in trajectories],
                                self.tokenizer.pad_token_id)

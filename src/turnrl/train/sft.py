@@ -130,7 +130,7 @@ def sft_steps(policy: nn.Module, trajectories: Sequence[Trajectory], *, pad_toke
               epochs: int, batch_size: int, lr: float, max_grad_norm: float,
               seed: int = 0) -> Iterator[dict[str, float]]:
     """Yield metrics after each optimizer step (AdamW, cosine decay, gradient clipping)."""
-    batch = layout(trajectories, pad_token_id)
+    batch = layout(trajectories, pad_token_id, bootstrap_truncated=False)
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=lr)
     steps_per_epoch = math.ceil(batch.size / batch_size)
     total = max(1, epochs * steps_per_epoch)
