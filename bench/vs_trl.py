@@ -197,7 +197,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--n-groups", type=int, default=16)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=6)
-    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--eval-episodes", type=int, default=256)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--results-dir", default=str(RESULTS))

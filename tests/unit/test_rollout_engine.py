@@ -267,6 +267,23 @@ def test_seeded_requests_sample_the_same_tokens_alone_or_in_a_mixed_batch(random
     assert other.token_ids != together[0].token_ids
 
 
+def test_a_groups_shared_prompt_is_prefilled_once(random_model, tokenizer, prompts) -> None:
+    """Requests with the same prompt (a group's first turn) share one prefill row; each still
+    samples with its own generator, as it would alone, and the log-probs stay exact."""
+    engine = make_engine(random_model, tokenizer)
+    batch = [prompts[1]] * 3 + [prompts[0]] * 2 + [prompts[1]]
+    params = [SamplingParams(max_new_tokens=6, temperature=1.0, seed=s) for s in range(6)]
+    together = engine.generate_batch(batch, params)
+    assert engine.stats["prefills"] == 1 and engine.stats["requests"] == 6
+    assert engine.stats["prefill_tokens"] == len(prompts[1]) + len(prompts[0])
+    assert len({tuple(c.token_ids) for c in together}) > 2  # the seeds differ, so do samples
+    for prompt, param, got in zip(batch, params, together, strict=True):
+        alone = make_engine(random_model, tokenizer).generate_batch([prompt], param)[0]
+        assert alone.token_ids == got.token_ids
+        want = full_forward_logprobs(random_model, prompt, got, param.temperature)
+        assert torch.allclose(torch.tensor(got.logprobs), want, atol=1e-5)
+
+
 def test_unseeded_requests_are_reproducible_from_the_engine_seed(random_model, tokenizer,
                                                                  prompts) -> None:
     params = SamplingParams(max_new_tokens=6, temperature=1.0)

@@ -8,6 +8,8 @@ template produces for the whole conversation.
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
 
 from transformers import PreTrainedTokenizerBase
@@ -22,12 +24,33 @@ class ChatTemplateError(ValueError):
 def render(tokenizer: PreTrainedTokenizerBase, messages: list[Message], *,
            add_generation_prompt: bool, tools: list[dict] | None = None) -> str:
     """The chat template's text for ``messages`` (and the JSON tool schemas ``tools``, which
-    templates with tool support put in the system prompt)."""
+    templates with tool support put in the system prompt).
+
+    Renderings are cached (LRU, keyed by the tokenizer, template and the messages' JSON): the
+    episodes of a group render the same prompt and the same next-turn header, and Jinja
+    rendering is the largest per-episode cost of a rollout with short replies.
+    """
     if tokenizer.chat_template is None:
         raise ChatTemplateError(
             f"tokenizer {tokenizer.name_or_path!r} has no chat template; use an instruct/chat "
             "model or set tokenizer.chat_template"
         )
+    try:
+        key = json.dumps([messages, tools or None], sort_keys=True)
+    except (TypeError, ValueError):  # not JSON (an object in a message): render uncached
+        return _render(tokenizer, messages, add_generation_prompt, tools)
+    return _render_json(tokenizer, tokenizer.chat_template, key, add_generation_prompt)
+
+
+@functools.lru_cache(maxsize=4096)
+def _render_json(tokenizer: PreTrainedTokenizerBase, _template: str, key: str,
+                 add_generation_prompt: bool) -> str:
+    messages, tools = json.loads(key)
+    return _render(tokenizer, messages, add_generation_prompt, tools)
+
+
+def _render(tokenizer: PreTrainedTokenizerBase, messages: list[Message],
+            add_generation_prompt: bool, tools: list[dict] | None) -> str:
     text = tokenizer.apply_chat_template(
         messages, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt
     )
@@ -36,8 +59,14 @@ def render(tokenizer: PreTrainedTokenizerBase, messages: list[Message], *,
 
 
 def encode(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
-    """Token ids of ``text`` without adding BOS/EOS (the template already has them)."""
-    return list(tokenizer.encode(text, add_special_tokens=False))
+    """Token ids of ``text`` without adding BOS/EOS (the template already has them); cached
+    like :func:`render`."""
+    return list(_encode(tokenizer, text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _encode(tokenizer: PreTrainedTokenizerBase, text: str) -> tuple[int, ...]:
+    return tuple(tokenizer.encode(text, add_special_tokens=False))
 
 
 @dataclass

@@ -282,15 +282,25 @@ class HFEngine:
 
     def _admit(self, requests: list[_Request]) -> None:
         """Prefill ``requests`` in one pass (reusing their sessions' cached prefixes), sample
-        their first tokens and merge them into the running batch."""
-        prompts = [r.prompt_ids for r in requests]
-        cached = [self._reusable(r.prompt_ids, r.session) for r in requests]
+        their first tokens and merge them into the running batch.
+
+        Requests with the same prompt and no cached prefix (the episodes of a group, on their
+        first turn) are prefilled once; their rows then copy its keys, values and logits.
+        """
+        cached_all = [self._reusable(r.prompt_ids, r.session) for r in requests]
+        keys = [tuple(r.prompt_ids) if c is None else i
+                for i, (r, c) in enumerate(zip(requests, cached_all, strict=True))]
+        owner_of: dict[object, int] = {}
+        owner = [owner_of.setdefault(k, len(owner_of)) for k in keys]
+        first = [owner.index(u) for u in range(len(owner_of))]  # a row for each prompt
+        prompts = [requests[i].prompt_ids for i in first]
+        cached = [cached_all[i] for i in first]
         prefix = [len(c.token_ids) if c else 0 for c in cached]
         suffixes = [p[n:] for p, n in zip(prompts, prefix, strict=True)]
         past_len, width = max(prefix), max(len(s) for s in suffixes)
         # layout of each row: [left-padded cached prefix | left-padded new tokens]
-        input_ids = torch.full((len(requests), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(requests), past_len + width), dtype=torch.long)
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), past_len + width), dtype=torch.long)
         for row, suffix in enumerate(suffixes):
             input_ids[row, width - len(suffix):] = torch.tensor(suffix)
             mask[row, past_len - prefix[row]:past_len] = 1
@@ -300,8 +310,13 @@ class HFEngine:
         cache = self._batched_past(cached, prefix, past_len)
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
                          use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
+        logits = out.logits[:, -1, :]
+        if len(prompts) < len(requests):  # one row per request, copied from its prompt's
+            index = torch.tensor(owner, device=self.device)
+            cache.batch_select_indices(index)
+            mask, logits = mask.index_select(0, index), logits.index_select(0, index)
         rows = [self._new_row(r) for r in requests]
-        self._sample(rows, out.logits[:, -1, :])
+        self._sample(rows, logits)
         self._merge(rows, cache, mask, spare=max(r.params.max_new_tokens for r in requests))
         self.stats["prefills"] += 1
         self.stats["requests"] += len(requests)
