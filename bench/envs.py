@@ -15,8 +15,10 @@ put into ``docs/environments.md`` between the ``bench:envs`` markers.
     python bench/envs.py --summary-only                   # re-write the tables
 
 No env gets its own RL tuning: every run is configs/default.yaml plus ``BUDGET`` and the env's
-id, kwargs, the reply length it needs and, for the slowest envs, fewer SFT demonstrations
-(``ENVS``; a cost limit, not tuning: 2000 Sokoban demonstrations take ~30 min per seed here).
+id, kwargs (task size), the reply length it needs and, where the default SFT leaves the tiny
+model with no reward signal, a longer SFT (``ENVS``: arithmetic, whose answers the default two
+epochs leave at ~3% success) or, for the slowest envs, fewer SFT demonstrations (a cost
+limit: 2000 Sokoban demonstrations take ~30 min per seed here).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # env id -> overrides: the env, its kwargs and the tokens one reply needs (tiny model: compact
 # tool calls; everything else is the default job's config)
 ENVS: dict[str, list[str]] = {
-    "arithmetic-v0": ["env.id=arithmetic-v0", "env.kwargs={}", "rollout.max_new_tokens=6"],
+    "arithmetic-v0": ["env.id=arithmetic-v0", "env.kwargs={min_value: 0, max_value: 9}",
+                      "rollout.max_new_tokens=6", "sft.epochs=10", "sft.lr=3e-3"],
     "frozenlake-v0": ["env.id=frozenlake-v0", "env.kwargs={hole_prob: 0.1}"],
     "sokoban-v0": ["env.id=sokoban-v0", "env.kwargs={}", "rollout.max_new_tokens=8",
                    "sft.episodes=500"],
