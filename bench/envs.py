@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # env id -> overrides: the env, its kwargs and the tokens one reply needs (tiny model: compact
 # tool calls; everything else is the default job's config)
 ENVS: dict[str, list[str]] = {
-    "arithmetic-v0": ["env.id=arithmetic-v0", "env.kwargs={min_value: 0, max_value: 9}",
+    "arithmetic-v0": ["env.id=arithmetic-v0", "env.kwargs={min_value: 0, max_value: 4}",
                       "rollout.max_new_tokens=6", "sft.epochs=10", "sft.lr=3e-3"],
     "frozenlake-v0": ["env.id=frozenlake-v0", "env.kwargs={hole_prob: 0.1}"],
     "sokoban-v0": ["env.id=sokoban-v0", "env.kwargs={}", "rollout.max_new_tokens=8",
