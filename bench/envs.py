@@ -16,9 +16,11 @@ put into ``docs/environments.md`` between the ``bench:envs`` markers.
 
 No env gets its own RL tuning: every run is configs/default.yaml plus ``BUDGET`` and the env's
 id, kwargs (task size), the reply length it needs and, where the default SFT leaves the tiny
-model with no reward signal, a longer SFT (``ENVS``: arithmetic, whose answers the default two
-epochs leave at ~3% success) or, for the slowest envs, fewer SFT demonstrations (a cost
-limit: 2000 Sokoban demonstrations take ~30 min per seed here).
+model at chance, a longer SFT on less noisy demonstrations (``ENVS``: arithmetic and guess;
+the default two epochs with half the demonstrated actions random leave both at chance, e.g.
+guess at 7% = 1/16 even after six epochs) or, for the slowest envs, fewer SFT demonstrations
+(a cost limit: 2000 Sokoban demonstrations take ~30 min per seed here, and every TextWorld
+demonstration compiles a game).
 """
 
 from __future__ import annotations
@@ -40,14 +42,15 @@ ENVS: dict[str, list[str]] = {
     "frozenlake-v0": ["env.id=frozenlake-v0", "env.kwargs={hole_prob: 0.1}"],
     "sokoban-v0": ["env.id=sokoban-v0", "env.kwargs={}", "rollout.max_new_tokens=8",
                    "sft.episodes=500"],
-    "guess-v0": ["env.id=guess-v0", "env.kwargs={}", "rollout.max_new_tokens=10"],
+    "guess-v0": ["env.id=guess-v0", "env.kwargs={}", "rollout.max_new_tokens=10",
+                 "sft.random_action_prob=0.2", "sft.epochs=10", "sft.lr=3e-3"],
     "python-v0": ["env.id=python-v0", "env.kwargs={tool_format: compact}",
                   "rollout.max_new_tokens=48"],
     "search-qa-v0": ["env.id=search-qa-v0", "env.kwargs={tool_format: compact}",
                      "rollout.max_new_tokens=40"],
     "dataset-v0": ["env.id=dataset-v0", "env.kwargs={}", "rollout.max_new_tokens=16"],
     "textworld-v0": ["env.id=textworld-v0", "env.kwargs={max_turns: 8}",
-                     "rollout.max_new_tokens=24"],
+                     "rollout.max_new_tokens=24", "sft.episodes=200"],
     "gym:FrozenLake-v1": ["env.id=gym:FrozenLake-v1",
                           "env.kwargs={is_slippery: false, max_turns: 12}",
                           "rollout.max_new_tokens=6"],
