@@ -109,9 +109,20 @@ def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
 def test_async_with_max_staleness_0_is_sync(local_ray, tmp_path) -> None:
     sync = run(tmp_path / "sync", "train.mode=sync")
     async_ = run(tmp_path / "async", "train.mode=async", "train.max_staleness=0")
-    assert learning_records(async_) == learning_records(sync)
+    # the same episodes and updates; float noise only: the engine's sampled log-probs (the
+    # ratio's denominator) depend in their last bits on which requests share a prefill,
+    # which is timing
+    got_records, want_records = learning_records(async_), learning_records(sync)
+    assert [r.keys() for r in got_records] == [r.keys() for r in want_records]
+    for got_record, want_record in zip(got_records, want_records, strict=True):
+        for key, want_value in want_record.items():
+            if isinstance(want_value, float):
+                assert got_record[key] == pytest.approx(want_value, rel=1e-6, abs=1e-7), key
+            else:
+                assert got_record[key] == want_value, key
     want, got = final_weights(sync), final_weights(async_)
-    assert all(torch.equal(got[k], want[k]) for k in want)
+    for k in want:
+        torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-7, msg=k)
     last = [json.loads(line) for line in (async_ / "metrics.jsonl").read_text().splitlines()
             if '"phase": "train"' in line][-1]
     assert last["perf/staleness_0"] == 2.0 and last["perf/dropped_stale"] == 0.0
