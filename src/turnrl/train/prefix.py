@@ -96,14 +96,12 @@ def shared_prefix_forward(model: nn.Module, input_ids: Tensor, attention_mask: T
         return None
     cache.batch_select_indices(owner_t)  # each row reads its own prompt's keys and values
     # each row's remainder, right-padded to S, positions continuing after its prompt
-    take = (prefix_len[:, None] + torch.arange(s_width, device=device)[None, :]).clamp(
-        max=width - 1)
-    rest_mask = (prefix_len[:, None] + torch.arange(s_width, device=device)[None, :]
-                 < lengths[:, None]).long()
-    rest = torch.where(rest_mask.bool(), input_ids.gather(1, take), 0)
+    positions = prefix_len[:, None] + torch.arange(s_width, device=device)[None, :]
+    rest_mask = (positions < lengths[:, None]).long()
+    rest = torch.where(rest_mask.bool(), input_ids.gather(1, positions.clamp(max=width - 1)), 0)
     tail = model(input_ids=rest, attention_mask=torch.cat([prompt_mask[owner_t], rest_mask], 1),
-                 position_ids=prefix_len[:, None] + torch.arange(s_width, device=device),
-                 use_cache=True, output_hidden_states=with_hidden, **{kwarg: cache})
+                 position_ids=positions, use_cache=True, output_hidden_states=with_hidden,
+                 **{kwarg: cache})
     # (B, T) view: position t reads the prompt pass (t < p) or the remainder (P + t − p)
     source = torch.where(cols[None, :] < prefix_len[:, None], cols[None, :],
                          p_width + cols[None, :] - prefix_len[:, None])
