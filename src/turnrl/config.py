@@ -263,6 +263,10 @@ class SFTConfig(_Section):
         le=1,
         description="Chance the oracle demo takes a random action (imperfect demonstrations).",
     )
+    train_random_actions: bool = Field(
+        True, description="Learn the random actions too; false = they only steer the demo to "
+        "off-oracle states and the oracle's actions there are learned (DART noise injection)."
+    )
     epochs: int = Field(2, ge=1, description="Passes over the demonstrations.")
     batch_size: int = Field(32, ge=1, description="Episodes per optimizer step.")
     lr: float = Field(2e-3, gt=0, description="AdamW learning rate (cosine decay to 0).")

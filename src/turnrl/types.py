@@ -6,7 +6,7 @@ Shapes: ``B`` trajectories, ``T`` tokens, ``K`` agent turns.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 from torch import Tensor
 
@@ -16,6 +16,7 @@ class Message(TypedDict):
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str
+    weight: NotRequired[int]  # SFT only: an assistant message with weight 0 is not trained on
 
 
 @dataclass

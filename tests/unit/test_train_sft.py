@@ -85,6 +85,34 @@ def test_sft_trajectories_mask_exactly_assistant_tokens_and_eos(tokenizer) -> No
         assert tokenizer.decode(context, skip_special_tokens=False).count("Reach G") == 1
 
 
+def test_noise_injected_demos_train_only_the_oracle_actions(tokenizer) -> None:
+    """``train_random_actions=False``: the random actions still steer the episode, but each
+    one that differs from the oracle's has weight 0 and no loss-mask tokens."""
+    seeds = range(20)
+    make = functools.partial(envs.make, "frozenlake-v0")
+    demos = oracle_demonstrations(make, seeds, random_action_prob=0.5,
+                                  train_random_actions=False, seed=3)
+    # the same episodes as with every action trained: only the weights differ
+    plain = oracle_demonstrations(make, seeds, random_action_prob=0.5, seed=3)
+    assert [[{k: v for k, v in m.items() if k != "weight"} for m in d] for d in demos] == plain
+    weights = []
+    for seed, messages in zip(seeds, demos, strict=True):
+        replies = [m for m in messages if m["role"] == "assistant"]
+        agreed = replay("frozenlake-v0", seed, messages)
+        assert [m.get("weight", 1) for m in replies] == [int(a) for a in agreed]
+        weights += agreed
+    assert 0 < weights.count(False) < len(weights)  # both kinds occur
+    for messages, traj in zip(demos, conversations_to_trajectories(tokenizer, demos),
+                              strict=True):
+        trained = [t for t, m in zip(traj.token_ids, traj.loss_mask, strict=True) if m]
+        expected = "".join(m["content"] + tokenizer.eos_token for m in messages
+                           if m["role"] == "assistant" and m.get("weight", 1))
+        assert tokenizer.decode(trained, skip_special_tokens=False) == expected
+        # the untrained replies are still in the context, in order
+        assert tokenizer.decode(traj.token_ids, skip_special_tokens=False).count(
+            "<|im_start|>assistant\n") == sum(m["role"] == "assistant" for m in messages)
+
+
 def mean_nll(policy, trajectories, pad_token_id: int) -> float:
     batch = layout(trajectories, pad_token_id)
     with torch.no_grad():
@@ -150,6 +178,12 @@ def test_load_conversations_reads_jsonl_and_skips_blank_lines(tmp_path: Path) ->
     (({"messages": [{"role": "user", "content": 3}, {"role": "assistant", "content": "x"}]},),
      1, "messages[0]"),
     ((GOOD, GOOD, {"messages": [{"role": "user", "content": "hi"}]}), 3, "no assistant message"),
+    (({"messages": [{"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "x", "weight": 0}]},), 1,
+     "no assistant message with weight 1"),
+    (({"messages": [{"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "x", "weight": 0.5}]},), 1,
+     "messages[1].weight must be 0 (context only) or 1"),
 ])
 def test_load_conversations_errors_name_the_file_and_line(tmp_path: Path, lines, line: int,
                                                           fragment: str) -> None:

@@ -118,11 +118,12 @@ class TemplateLedger:
         self.text = full
 
     def add_sampled(self, token_ids: list[int], logprobs: list[float] | None, *, turn: int,
-                    eos_token_id: int | None) -> str:
-        """Append the agent's sampled tokens; returns the assistant message content."""
+                    eos_token_id: int | None, mask: int = 1) -> str:
+        """Append the agent's sampled tokens; returns the assistant message content.
+        ``mask=0`` keeps them out of the loss (an SFT reply shown as context only)."""
         body = token_ids[:-1] if token_ids and token_ids[-1] == eos_token_id else token_ids
         content = self.tokenizer.decode(body, skip_special_tokens=False)
-        self._extend(token_ids, mask=1, logprobs=logprobs, turn=turn)
+        self._extend(token_ids, mask=mask, logprobs=logprobs, turn=turn)
         self.text += self.tokenizer.decode(token_ids, skip_special_tokens=False)
         self.messages.append({"role": "assistant", "content": content})
         return content
@@ -140,7 +141,9 @@ def ledger_from_messages(tokenizer: PreTrainedTokenizerBase, messages: list[Mess
     """Ledger of a finished conversation (for SFT): assistant contents + EOS are 'sampled'.
 
     Assistant turns are tokenized as the model would have produced them: the content's
-    tokens followed by the EOS token; everything else is a template delta with mask 0.
+    tokens followed by the EOS token; everything else is a template delta with mask 0. An
+    assistant message with ``"weight": 0`` (the per-message flag of axolotl's chat datasets)
+    is context only: its tokens get mask 0 too.
     """
     ledger = TemplateLedger(tokenizer, tools=tools)
     pending: list[Message] = []
@@ -153,7 +156,8 @@ def ledger_from_messages(tokenizer: PreTrainedTokenizerBase, messages: list[Mess
         pending = []
         turn += 1
         ids = [*encode(tokenizer, message["content"]), tokenizer.eos_token_id]
-        ledger.add_sampled(ids, None, turn=turn, eos_token_id=tokenizer.eos_token_id)
+        ledger.add_sampled(ids, None, turn=turn, eos_token_id=tokenizer.eos_token_id,
+                           mask=0 if message.get("weight", 1) == 0 else 1)
     if pending or ledger.messages:
         ledger.add_messages(pending, turn=turn, add_generation_prompt=False)
     return ledger

@@ -637,7 +637,8 @@ class Trainer:
             start = self.cfg.env.train_seed_start + SFT_SEED_OFFSET
             conversations = sft.oracle_demonstrations(
                 self.make_env, range(start, start + c.episodes),
-                random_action_prob=c.random_action_prob, seed=self.cfg.run.seed)
+                random_action_prob=c.random_action_prob,
+                train_random_actions=c.train_random_actions, seed=self.cfg.run.seed)
         probe = self.make_env()
         tools = probe.tool_schemas() if isinstance(probe, HasTools) else None
         probe.close()

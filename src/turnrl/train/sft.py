@@ -34,10 +34,15 @@ class DatasetError(ValueError):
 
 
 def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
-                          random_action_prob: float, seed: int = 0) -> list[list[Message]]:
+                          random_action_prob: float, train_random_actions: bool = True,
+                          seed: int = 0) -> list[list[Message]]:
     """Play each seed with the env's oracle; with probability ``random_action_prob`` a turn
-    takes ``env.sample_action(rng)`` instead, so the demonstrations are imperfect. An episode
-    whose env raises is left out (with a warning); if every one does, a ``DatasetError``."""
+    takes ``env.sample_action(rng)`` instead, so the demonstrations are imperfect. With
+    ``train_random_actions=False`` a random action that differs from the oracle's gets
+    ``"weight": 0``: it still moves the episode to states the oracle would not visit, but
+    only the oracle's actions are learned (noise injection, as in DART, Laskey et al. 2017).
+    An episode whose env raises is left out (with a warning); if every one does, a
+    ``DatasetError``."""
     rng = random.Random(seed)
     conversations = []
     failures: list[str] = []
@@ -49,7 +54,8 @@ def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
             raise DatasetError(f"env {env.spec.id!r} cannot sample random actions; "
                                "set sft.random_action_prob=0")
         try:
-            conversations.append(_demonstration(env, task_seed, rng, random_action_prob))
+            conversations.append(_demonstration(env, task_seed, rng, random_action_prob,
+                                                train_random_actions))
         except Exception as error:  # a failing env loses this demonstration only
             failures.append(f"{type(error).__name__}: {error} (env {env.spec.id}, seed "
                             f"{task_seed})")
@@ -61,17 +67,20 @@ def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
     return conversations
 
 
-def _demonstration(env: Env, task_seed: int, rng: random.Random,
-                   random_action_prob: float) -> list[Message]:
+def _demonstration(env: Env, task_seed: int, rng: random.Random, random_action_prob: float,
+                   train_random_actions: bool) -> list[Message]:
     messages, _ = env.reset(seed=task_seed)
     for _ in range(env.spec.max_turns):
-        action = env.oracle_action()  # type: ignore[attr-defined]
+        action = expert = env.oracle_action()  # type: ignore[attr-defined]
         if action is None:
             break
         if rng.random() < random_action_prob:
             assert isinstance(env, HasActionSampler)
             action = env.sample_action(rng)
-        messages.append({"role": "assistant", "content": action})
+        reply: Message = {"role": "assistant", "content": action}
+        if not train_random_actions and action != expert:
+            reply["weight"] = 0
+        messages.append(reply)
         result = env.step(action)
         messages.extend(result.observation)
         if result.terminated or result.truncated:
@@ -80,7 +89,8 @@ def _demonstration(env: Env, task_seed: int, rng: random.Random,
 
 
 def load_conversations(path: str | Path) -> list[list[Message]]:
-    """Read a JSONL file with one ``{"messages": [{"role": ..., "content": ...}]}`` per line."""
+    """Read a JSONL file with one ``{"messages": [{"role": ..., "content": ...}]}`` per line;
+    an assistant message may carry ``"weight": 0`` (context, not trained on) or 1."""
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"sft.path {str(path)!r} does not exist; give a JSONL file of "
@@ -102,8 +112,12 @@ def load_conversations(path: str | Path) -> list[list[Message]]:
                     or not isinstance(message.get("content"), str)):
                 raise DatasetError(f"{where}: messages[{i}] must be {{'role': one of "
                                    f"{', '.join(VALID_ROLES)}, 'content': str}}, got {message!r}")
-        if not any(m["role"] == "assistant" for m in messages):
-            raise DatasetError(f"{where}: no assistant message, so nothing to learn from")
+            if message.get("weight", 1) not in (0, 1) or isinstance(message.get("weight"), bool):
+                raise DatasetError(f"{where}: messages[{i}].weight must be 0 (context only) or "
+                                   f"1 (trained on), got {message['weight']!r}")
+        if not any(m["role"] == "assistant" and m.get("weight", 1) == 1 for m in messages):
+            raise DatasetError(f"{where}: no assistant message with weight 1, so nothing to "
+                               "learn from")
         conversations.append(messages)
     if not conversations:
         raise DatasetError(f"{path}: no conversations found")
