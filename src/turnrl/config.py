@@ -569,6 +569,10 @@ class DistributedConfig(_Section):
     cpus_per_learner: float = Field(1.0, ge=0, description="Ray CPUs per extra learner.")
     gpus_per_learner: float = Field(0.0, ge=0, description="Ray GPUs per extra learner.")
     worker_threads: int = Field(1, ge=1, description="torch CPU threads in each worker.")
+    learner_strategy: Literal["ddp", "fsdp"] = Field(
+        "ddp", description="ddp: every learner holds the whole model, gradients all-reduced; "
+        "fsdp: FSDP2 shards parameters, gradients and optimizer states over the learners."
+    )
     learner_backend: Literal["auto", "gloo", "nccl"] = Field(
         "auto", description="torch.distributed backend: auto = nccl on GPU, else gloo."
     )

@@ -146,6 +146,47 @@ def test_two_gloo_learners_train_as_one(local_ray, tmp_path) -> None:
                 assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
 
 
+@pytest.mark.parametrize("preset", ["grpo", "ppo"])
+def test_two_fsdp_learners_train_as_one(local_ray, tmp_path, preset: str) -> None:
+    """FSDP2 shards (gloo), stopped after step 1 and resumed: the weights, the optimizer
+    states and the metrics of 2 steps are those of one learner (the checkpoint gathers the
+    sharded optimizer states, the resume shards them again); with ppo the separate critic is
+    sharded too."""
+    uneven = ("train.micro_batch_size=3", "distributed.cpus_per_rollout_worker=0.5",
+              "distributed.cpus_per_learner=0.5", f"algo.preset={preset}",
+              "train.checkpoint_every=1")
+    one = run(tmp_path / "one", *uneven)
+    two = run(tmp_path / "two", *uneven, "distributed.num_learners=2",
+              "distributed.learner_strategy=fsdp", "train.steps=1")
+    train(load_config(two / "config.yaml", ["train.steps=2"]), resume=two)
+    want, got = final_weights(one), final_weights(two)
+    assert want.keys() == got.keys()
+    start = load_file(str(one / "base_model" / "model.safetensors"))
+    assert max(float((got[k] - start[k]).abs().max()) for k in want) > 1e-3  # it learned
+    for key in want:
+        assert torch.allclose(got[key], want[key], atol=1e-5), key
+    if preset == "ppo":
+        critic = "checkpoints/step_2/critic/model.safetensors"
+        want_c, got_c = load_file(str(one / critic)), load_file(str(two / critic))
+        for key in want_c:
+            assert torch.allclose(got_c[key], want_c[key], atol=1e-5), key
+    # the checkpoint's optimizer states: gathered from the shards, as one learner has them
+    want_o = torch.load(one / "checkpoints/step_2/optimizer.pt", weights_only=False)
+    got_o = torch.load(two / "checkpoints/step_2/optimizer.pt", weights_only=False)
+    assert want_o.keys() == got_o.keys()
+    for name in want_o:
+        assert want_o[name]["param_groups"] == got_o[name]["param_groups"]
+        for index, entry in want_o[name]["state"].items():
+            for key, value in entry.items():
+                torch.testing.assert_close(got_o[name]["state"][index][key], value,
+                                           rtol=1e-4, atol=1e-7, msg=f"{name} {index} {key}")
+    for a, b in zip(learning_records(two), learning_records(one), strict=True):
+        for key in ("loss/policy", "loss/grad_norm", "loss/entropy", "reward/mean",
+                    "loss/value"):
+            if key in b:
+                assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+
+
 def test_async_training_overlaps_sampling_with_updates(local_ray, tmp_path) -> None:
     run_dir = run(tmp_path, "train.mode=async", "train.max_staleness=1", "train.steps=3")
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()

@@ -12,6 +12,11 @@ the same gradient as one process computes: results do not depend on the number o
 for a fixed global batch (up to float summation order). The reduction is the one DDP makes,
 done once per optimizer step rather than per backward pass, so ranks may run different numbers
 of passes (token-budget micro-batches vary in count) without DDP's uneven-input hangs.
+
+With ``distributed.learner_strategy=fsdp`` the parameters are sharded instead
+(``turnrl.distributed.fsdp``): every forward and backward is then a collective, so the ranks
+run the same number of passes (``lockstep``), the sharded gradients are summed by FSDP's
+reduce-scatter, and ``all_reduce_grads`` only sums the parameters that stay replicated.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from turnrl.distributed.fsdp import is_sharded
 
 T = TypeVar("T")
 
@@ -42,13 +49,15 @@ class DataParallel:
         world_size: the number of learners.
         init_method: the rendezvous, e.g. ``tcp://10.0.0.1:29500``.
         backend: ``gloo`` (CPU tensors) or ``nccl`` (CUDA tensors).
+        lockstep: every rank runs the same number of forward passes per step (FSDP).
     """
 
     def __init__(self, rank: int, world_size: int, init_method: str, backend: str = "gloo",
-                 timeout_s: float = 600.0) -> None:
+                 timeout_s: float = 600.0, *, lockstep: bool = False) -> None:
         import datetime
 
         self.rank, self.world_size = rank, world_size
+        self.lockstep = lockstep
         self.group = None
         if not dist.is_initialized():
             dist.init_process_group(backend, init_method=init_method, rank=rank,
@@ -57,15 +66,21 @@ class DataParallel:
         self.device = torch.device("cuda", torch.cuda.current_device()) \
             if backend == "nccl" else torch.device("cpu")
 
-    def shard(self, passes: Sequence[T]) -> list[T]:
-        """This rank's forward passes of a step: ``passes[rank::world_size]``."""
-        return list(passes[self.rank::self.world_size])
+    def shard(self, passes: Sequence[T]) -> list[T | None]:
+        """This rank's forward passes of a step: ``passes[rank::world_size]``; in ``lockstep``
+        padded with ``None`` (a filler pass: run one, for the collectives, with loss × 0) to
+        ``ceil(len(passes) / world_size)``."""
+        mine: list[T | None] = list(passes[self.rank::self.world_size])
+        if self.lockstep:
+            mine += [None] * (-(-len(passes) // self.world_size) - len(mine))
+        return mine
 
     def all_reduce_grads(self, params: Iterable[nn.Parameter]) -> None:
         """Sum every parameter's gradient over the ranks, in one flat buffer. A rank that ran
         no pass for a parameter adds 0; a parameter no rank has a gradient for keeps
-        ``grad = None`` (as on one process, so the optimizer skips it)."""
-        params = [p for p in params if p.requires_grad]
+        ``grad = None`` (as on one process, so the optimizer skips it). Sharded (FSDP)
+        parameters are left out: their reduce-scatter already summed them."""
+        params = [p for p in params if p.requires_grad and not is_sharded(p)]
         if not params:
             return
         has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32,

@@ -9,7 +9,9 @@ update to the learner group. What runs where:
 - **Rollout workers** (:class:`~turnrl.distributed.rollout_worker.RolloutWorker`, async
   actors): one engine each; a group of episodes is one task (:meth:`GroupStream.submit`).
 - **Learners**: the driver is learner 0; ``num_learners − 1`` :class:`LearnerWorker` actors
-  join it in a torch.distributed group (``turnrl.distributed.data_parallel``).
+  join it in a torch.distributed group (``turnrl.distributed.data_parallel``), as replicas
+  (``learner_strategy=ddp``) or as FSDP2 shards (``fsdp``, ``turnrl.distributed.fsdp``: the
+  driver then also keeps a full copy of the weights, refreshed after every update).
 
 Weights move through Ray's object store: after each update the driver puts the policy's
 state dict once and every rollout worker loads it (``ray.put`` + ``load_weights``); a
@@ -36,6 +38,12 @@ import torch
 from turnrl.config import ConfigError
 from turnrl.distributed.data_parallel import DataParallel, free_port
 from turnrl.distributed.env_worker import ENV_WORKER_CONCURRENCY, EnvWorker
+from turnrl.distributed.fsdp import (
+    full_model_state,
+    full_optimizer_state,
+    load_full_optimizer_state,
+    shard_module,
+)
 from turnrl.distributed.rollout_worker import RolloutWorker
 from turnrl.rollout.runner import WorkerLost
 from turnrl.types import Batch, Trajectory
@@ -331,24 +339,31 @@ class AsyncCollector:
 
 
 class LearnerWorker:
-    """Learner ``rank ≥ 1`` of a data-parallel group: a replica that runs its share of each
-    update's forward passes (see ``turnrl.distributed.data_parallel``)."""
+    """Learner ``rank ≥ 1`` of a data-parallel group: a replica (``ddp``) or a shard
+    (``fsdp``) that runs its share of each update's forward passes (see
+    ``turnrl.distributed.data_parallel``)."""
 
     def __init__(self, rank: int, world_size: int, init_method: str, backend: str,
-                 threads: int = 1) -> None:
+                 threads: int = 1, strategy: str = "ddp") -> None:
         torch.set_num_threads(threads)
         self.rank, self.world_size = rank, world_size
-        self.init_method, self.backend = init_method, backend
+        self.init_method, self.backend, self.strategy = init_method, backend, strategy
         self.dp: DataParallel | None = None
         self.learner: Any = None
 
-    def setup(self, modules: tuple, algo: Any, optim: Any, seed: int) -> None:
+    def setup(self, modules: tuple, algo: Any, optim: Any, seed: int,
+              states: dict | None = None) -> None:
         """Join the group, then take rank 0's weights, optimizer and generator states (the
         same collective calls as :meth:`LearnerGroup.attach` on rank 0)."""
         from turnrl.train.learner import Learner
 
         if self.dp is None:
-            self.dp = DataParallel(self.rank, self.world_size, self.init_method, self.backend)
+            self.dp = DataParallel(self.rank, self.world_size, self.init_method, self.backend,
+                                   lockstep=self.strategy == "fsdp")
+        if self.strategy == "fsdp":
+            assert states is not None
+            self.learner = sharded_learner(self.dp, modules, algo, optim, states)
+            return
         policy, critic = modules
         self.learner = Learner(policy, algo, optim, critic=critic, seed=seed,
                                data_parallel=self.dp)
@@ -356,7 +371,14 @@ class LearnerWorker:
 
     def update(self, batch: Batch, train_policy: bool, kl_coef: float) -> dict[str, float]:
         self.learner.kl_coef = kl_coef
-        return self.learner.update(batch, train_policy=train_policy)
+        metrics = self.learner.update(batch, train_policy=train_policy)
+        if self.strategy == "fsdp":  # rank 0 gathers the new weights: join the collective
+            gather_weights(self.learner)
+        return metrics
+
+    def gather_states(self) -> None:
+        """Join rank 0's gathering of the sharded optimizer states (for a checkpoint)."""
+        learner_states(self.learner)
 
     def parameters(self) -> list[torch.Tensor]:
         """The policy's parameters (tests compare them with rank 0's)."""
@@ -378,8 +400,51 @@ def sync_replica(dp: DataParallel, learner: Any) -> None:
         learner.generator.set_state(state["generator"])
 
 
+def learner_states(learner: Any) -> dict:
+    """The optimizer states (gathered if sharded: a collective) and the shuffling generator
+    of ``learner``, as an unsharded learner over the same parameters would hold them."""
+    return {"policy": full_optimizer_state(learner.optimizer),
+            "critic": (full_optimizer_state(learner.critic_optimizer)
+                       if learner.critic_optimizer is not None else None),
+            "generator": learner.generator.get_state()}
+
+
+def sharded_learner(dp: DataParallel, modules: tuple, algo: Any, optim: Any,
+                    states: dict) -> Any:
+    """Shard the policy (and a separate critic) over the learners and build a learner on the
+    shards that continues from ``states`` (:func:`learner_states` of the unsharded copy).
+    Each pass makes one forward call per model (FSDP's collectives must line up), so the
+    shared-prompt passes are off (the packed and padded passes give the same gradient)."""
+    from dataclasses import replace
+
+    from turnrl.train.learner import Learner
+
+    policy, critic = modules
+    for module in (policy, critic):
+        if module is not None:
+            shard_module(module, dp.device, dp.world_size)
+    learner = Learner(policy, algo, replace(optim, share_prefix=False), critic=critic,
+                      data_parallel=dp)
+    load_full_optimizer_state(learner.optimizer, states["policy"])
+    if learner.critic_optimizer is not None:
+        load_full_optimizer_state(learner.critic_optimizer, states["critic"])
+    learner.generator.set_state(states["generator"])
+    return learner
+
+
+def gather_weights(learner: Any) -> tuple[dict, dict | None]:
+    """Collective: the full state dicts of the sharded policy and critic (on rank 0)."""
+    return (full_model_state(learner.policy),
+            full_model_state(learner.critic) if learner.critic is not None else None)
+
+
 class LearnerGroup:
     """The driver's side of ``num_learners`` data-parallel learners (it is rank 0).
+
+    With ``learner_strategy=ddp`` the driver's learner is rank 0 itself. With ``fsdp`` rank 0
+    is a sharded learner built from it (``self.sharded``), and the driver's learner is the
+    full copy: its weights are refreshed after every update, its optimizer states and
+    generator before every checkpoint (:meth:`sync_states`).
 
     Args:
         distributed: the ``distributed`` config section.
@@ -391,6 +456,7 @@ class LearnerGroup:
 
         d = distributed
         self.world_size = d.num_learners
+        self.strategy = d.learner_strategy
         backend = d.learner_backend if d.learner_backend != "auto" else (
             "nccl" if device.type == "cuda" else "gloo")
         self.backend = backend
@@ -399,22 +465,34 @@ class LearnerGroup:
         actor = ray.remote(LearnerWorker)
         self.helpers = [actor.options(num_cpus=d.cpus_per_learner,
                                       num_gpus=d.gpus_per_learner).remote(
-            rank, self.world_size, self.init_method, backend, d.worker_threads)
+            rank, self.world_size, self.init_method, backend, d.worker_threads, self.strategy)
             for rank in range(1, self.world_size)]
         self.dp: DataParallel | None = None
         self.attached: Any = None
+        self.sharded: Any = None  # fsdp: rank 0's sharded learner
 
     def attach(self, learner: Any) -> None:
-        """Make ``learner`` rank 0 and give every helper a replica of it."""
+        """Make ``learner`` rank 0 (``fsdp``: the full copy behind rank 0's shards) and give
+        every helper a replica or its shards of it."""
         import ray
 
-        modules = ray.put((copy.deepcopy(learner.policy).cpu(),
-                           copy.deepcopy(learner.critic).cpu() if learner.critic else None))
-        refs = [h.setup.remote(modules, learner.algo, learner.optim, 0) for h in self.helpers]
+        # one deepcopy: a shared critic keeps the policy's body
+        modules = ray.put(tuple(m.cpu() if m is not None else None for m in copy.deepcopy(
+            (learner.policy, learner.critic))))
+        fsdp = self.strategy == "fsdp"
+        states = learner_states(learner) if fsdp else None
+        refs = [h.setup.remote(modules, learner.algo, learner.optim, 0, states)
+                for h in self.helpers]
         if self.dp is None:  # joins the helpers' rendezvous
-            self.dp = DataParallel(0, self.world_size, self.init_method, self.backend)
-        learner.dp = self.dp
-        sync_replica(self.dp, learner)
+            self.dp = DataParallel(0, self.world_size, self.init_method, self.backend,
+                                   lockstep=fsdp)
+        if fsdp:
+            assert states is not None
+            self.sharded = sharded_learner(self.dp, ray.get(modules), learner.algo,
+                                           learner.optim, copy.deepcopy(states))
+        else:
+            learner.dp = self.dp
+            sync_replica(self.dp, learner)
         ray.get(refs)
         self.attached = learner
 
@@ -426,9 +504,32 @@ class LearnerGroup:
             self.attach(learner)
         ref = ray.put(batch)
         refs = [h.update.remote(ref, train_policy, learner.kl_coef) for h in self.helpers]
-        metrics = learner.update(batch, train_policy=train_policy)
+        if self.sharded is None:
+            metrics = learner.update(batch, train_policy=train_policy)
+        else:
+            self.sharded.kl_coef = learner.kl_coef
+            metrics = self.sharded.update(batch, train_policy=train_policy)
+            policy_state, critic_state = gather_weights(self.sharded)
+            learner.policy.load_state_dict(policy_state)
+            if critic_state is not None:
+                learner.critic.load_state_dict(critic_state)
         ray.get(refs)
         return metrics
+
+    def sync_states(self, learner: Any) -> None:
+        """``fsdp``: gather the sharded optimizer states and rank 0's generator into the
+        driver's ``learner`` (before a checkpoint reads them); ``ddp``: nothing to do."""
+        import ray
+
+        if self.sharded is None or self.attached is not learner:
+            return
+        refs = [h.gather_states.remote() for h in self.helpers]
+        states = learner_states(self.sharded)
+        ray.get(refs)
+        learner.optimizer.load_state_dict(states["policy"])
+        if learner.critic_optimizer is not None:
+            learner.critic_optimizer.load_state_dict(states["critic"])
+        learner.generator.set_state(states["generator"])
 
     def helper_parameters(self) -> list[list[torch.Tensor]]:
         import ray

@@ -20,6 +20,7 @@ from turnrl.algos import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 from turnrl.algos.losses import value_loss
 from turnrl.algos.presets import AlgoPreset
 from turnrl.distributed.data_parallel import DataParallel
+from turnrl.distributed.fsdp import clip_grad_norm
 from turnrl.models.policy import ValueModel, logprobs_from_logits
 from turnrl.train.batch import micro_batches, select
 from turnrl.train.packing import packed_forward, packed_passes
@@ -174,6 +175,11 @@ class Learner:
                              max_tokens=self.optim.micro_batch_tokens,
                              by_prompt=self.optim.share_prefix and packed)
 
+    def _my_passes(self, passes: list[Tensor]) -> list[Tensor | None]:
+        """This learner's share of a step's passes (all of them on one process; ``None``: an
+        FSDP filler pass)."""
+        return self.dp.shard(passes) if self.dp is not None else list(passes)
+
     def _normalisers(self, batch: Batch, rows: Tensor) -> dict[str, float | None]:
         mask = batch.loss_mask[rows]
         return {
@@ -190,8 +196,9 @@ class Learner:
         sums: dict[str, float] = defaultdict(float)
         passes = self._micro(batch, rows)
         n_micro = len(passes)  # over all learners: the _mean/ metrics are means over passes
-        for micro_rows in (self.dp.shard(passes) if self.dp else passes):
-            micro = select(batch, micro_rows)
+        for micro_rows in self._my_passes(passes):
+            filler = micro_rows is None  # FSDP lockstep: a pass for the collectives only
+            micro = select(batch, passes[0] if micro_rows is None else micro_rows)
             logprobs, entropy, hidden = self._forward(self.policy, micro, width,
                                                       with_entropy=True,
                                                       with_hidden=self.shared_critic)
@@ -203,31 +210,34 @@ class Learner:
             pg_loss = self.aggregate(per_token, micro.loss_mask, **norms)
             ent = self.aggregate(entropy, micro.loss_mask, **norms)
             loss = pg_loss - self.algo.entropy_coef * ent
+            pass_sums: dict[str, float] = {}
             if self.kl is not None:
                 assert micro.ref_logprobs is not None, "kl_coef > 0 needs reference log-probs"
                 kl = self.aggregate(self.kl(logprobs, micro.ref_logprobs), micro.loss_mask,
                                     **norms)
                 loss = loss + self.kl_coef * kl
-                sums["loss/kl"] += kl.item()
+                pass_sums["loss/kl"] = kl.item()
             if self.shared_critic:  # joint loss: policy + vf_coef · value
                 assert self.critic is not None and hidden is not None
                 vf, vf_metrics = self._value_loss(
                     self.critic.values_from_hidden(hidden), micro, norms)
                 loss = loss + self.optim.vf_coef * vf
-                sums["loss/value"] += vf.item()
-                for key, value in vf_metrics.items():
-                    sums[f"_mean/{key}"] += value
+                pass_sums["loss/value"] = vf.item()
+                pass_sums.update({f"_mean/{key}": value for key, value in vf_metrics.items()})
+            if filler:
+                (loss * 0.0).backward()
+                continue
             loss.backward()
-            sums["loss/policy"] += pg_loss.item()
-            sums["loss/entropy"] += ent.item()
-            sums["loss/total"] += loss.item()
-            for key, value in loss_metrics.items():
-                sums[f"_mean/{key}"] += value
+            pass_sums.update({"loss/policy": pg_loss.item(), "loss/entropy": ent.item(),
+                              "loss/total": loss.item()})
+            pass_sums.update({f"_mean/{key}": value for key, value in loss_metrics.items()})
+            for key, value in pass_sums.items():
+                sums[key] += value
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         if self.dp is not None:  # the mini-batch's gradient: the sum over the learners
             self.dp.all_reduce_grads(params)
             sums = self.dp.sum_metrics(sums)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.optim.max_grad_norm))
+        grad_norm = clip_grad_norm(params, self.optim.max_grad_norm)
         if math.isfinite(grad_norm):
             self.optimizer.step()
         else:  # a NaN/inf loss or gradient: keep the weights (and optimizer state) as they are
@@ -263,10 +273,13 @@ class Learner:
         total = clipfrac = 0.0
         passes = self._micro(batch, rows, packed=False)
         n_micro = len(passes)
-        for micro_rows in (self.dp.shard(passes) if self.dp else passes):
-            micro = select(batch, micro_rows)
+        for micro_rows in self._my_passes(passes):
+            micro = select(batch, passes[0] if micro_rows is None else micro_rows)
             loss, vf_metrics = self._value_loss(
                 self._critic_forward(micro, detach_body=self.shared_critic), micro, norms)
+            if micro_rows is None:  # FSDP lockstep filler
+                (loss * 0.0).backward()
+                continue
             loss.backward()
             total += loss.item()
             clipfrac += vf_metrics.get("loss/vf_clipfrac", 0.0) / n_micro
@@ -275,8 +288,7 @@ class Learner:
                                      else self.critic.parameters())
             reduced = self.dp.sum_metrics({"total": total, "clipfrac": clipfrac})
             total, clipfrac = reduced["total"], reduced["clipfrac"]
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.critic.parameters(),
-                                                         self.optim.max_grad_norm))
+        grad_norm = clip_grad_norm(list(self.critic.parameters()), self.optim.max_grad_norm)
         skipped = not math.isfinite(grad_norm)
         if skipped:
             log.warning("critic update skipped: gradient norm %s", grad_norm)

@@ -158,6 +158,12 @@ def check_algo(cfg: Config, algo: AlgoPreset) -> None:
             raise ConfigError(
                 f"{', '.join(used)}: advantage {algo.advantage!r} (preset {cfg.algo.preset!r}) "
                 "trains no critic; use a critic preset (ppo, turn_ppo) or drop the key")
+    if (cfg.distributed.learner_strategy == "fsdp" and c.shared
+            and advantage_needs_critic(algo.advantage)):
+        raise ConfigError(
+            "critic.shared=true with distributed.learner_strategy=fsdp: a value head on the "
+            "sharded policy is not supported; set critic.shared=false (a separate critic, "
+            "sharded too) or use learner_strategy=ddp")
     if c.privileged and not envs.spec(cfg.env.id).has_privileged_info:
         raise ConfigError(
             f"critic.privileged: env {cfg.env.id!r} has no privileged_info() (its spec does "
@@ -168,6 +174,11 @@ def check_algo(cfg: Config, algo: AlgoPreset) -> None:
 def check_distributed(cfg: Config) -> None:
     """``distributed.*`` and ``train.mode`` agree, and Ray is installed when it is asked for."""
     d = cfg.distributed
+    if d.learner_strategy == "fsdp" and d.num_learners < 2:
+        where = cfg.origin_of("distributed.learner_strategy")
+        raise ConfigError(f"{where + ': ' if where else ''}distributed.learner_strategy=fsdp "
+                          "shards the model over the learners: set distributed.num_learners "
+                          ">= 2 (on distributed.backend=ray), or keep learner_strategy=ddp")
     if d.backend == "none":
         needs = [f"{key}={value}" for key, value, default in (
             ("train.mode", cfg.train.mode, "sync"),
@@ -768,6 +779,8 @@ class Trainer:
 
     def checkpoint(self, step: int, before: dict[str, float] | None) -> None:
         assert self.learner is not None
+        if self.learner_group is not None:  # fsdp: the sharded optimizer states, gathered
+            self.learner_group.sync_states(self.learner)
         save_checkpoint(self.run_dir, step, policy=self.policy, tokenizer=self.tokenizer,
                         optimizers={"policy": self.learner.optimizer,
                                     "critic": self.learner.critic_optimizer},
