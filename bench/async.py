@@ -87,6 +87,7 @@ def summarise(runs: dict[str, list[dict]]) -> dict:
                      "median_step_s": statistics.median(s for r in rs for s in r["step_s"][1:]),
                      "success": statistics.fmean(r["success"] for r in rs),
                      "success_runs": [r["success"] for r in rs],
+                     "train_reward_last3": statistics.fmean(r["train_reward_last3"] for r in rs),
                      "dropped_stale": sum(r["dropped_stale"] for r in rs)}
     out["speedup"] = out["async"]["episodes_per_s"] / out["sync"]["episodes_per_s"]
     return out
@@ -94,12 +95,14 @@ def summarise(runs: dict[str, list[dict]]) -> dict:
 
 def markdown(result: dict, args: argparse.Namespace) -> str:
     lines = ["| mode | episodes/s | median step (s) | held-out success after training "
-             "(runs) | stale groups dropped |", "|---|---|---|---|---|"]
+             "(runs) | training reward, last 3 steps | stale groups dropped |",
+             "|---|---|---|---|---|---|"]
     for mode in ("sync", "async"):
         m = result["summary"][mode]
         runs = ", ".join(f"{s:.3f}" for s in m["success_runs"])
         lines.append(f"| {mode} | {m['episodes_per_s']:.2f} | {m['median_step_s']:.2f} | "
-                     f"{m['success']:.3f} ({runs}) | {m['dropped_stale']:.0f} |")
+                     f"{m['success']:.3f} ({runs}) | {m['train_reward_last3']:.3f} | "
+                     f"{m['dropped_stale']:.0f} |")
     lines.append("")
     lines.append(f"async / sync episode throughput: **{result['summary']['speedup']:.2f}x** "
                  f"(max_staleness {args.max_staleness}; env step latency log-normal, median "

@@ -5,7 +5,7 @@ Shapes: ``B`` trajectories, ``T`` tokens, ``K`` agent turns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 from torch import Tensor
@@ -135,3 +135,13 @@ class Batch:
     @property
     def size(self) -> int:
         return int(self.input_ids.shape[0])
+
+    def to(self, device: Any) -> Batch:
+        """The per-row tensors on ``device`` (the same object when they are there already);
+        ``adv_inputs``, the whole-batch view the advantage estimators read, stays where it
+        is."""
+        moved = {f.name: getattr(self, f.name).to(device) for f in fields(self)
+                 if f.name != "adv_inputs" and getattr(self, f.name) is not None}
+        if all(moved[name] is getattr(self, name) for name in moved):
+            return self
+        return replace(self, **moved)

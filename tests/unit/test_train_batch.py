@@ -90,6 +90,19 @@ def test_select_takes_rows_and_trims_padding() -> None:
     assert sub.ret is None and sub.ref_logprobs is None
 
 
+def test_batch_to_moves_every_per_row_tensor_and_keeps_the_advantage_inputs() -> None:
+    batch = layout([traj(4, [3], [1.0]), traj(2, [1, 2], [0.0, 1.0])], PAD)
+    batch.adv = torch.ones_like(batch.loss_mask)
+    assert batch.to("cpu") is batch  # already there: no copy
+    moved = batch.to("meta")  # a device that exists on every build
+    for name in ("input_ids", "attention_mask", "loss_mask", "old_logprobs", "adv"):
+        assert getattr(moved, name).device.type == "meta", name
+        assert getattr(moved, name).shape == getattr(batch, name).shape
+        assert getattr(batch, name).device.type == "cpu"  # the original is untouched
+    assert moved.ret is None and moved.is_weights is None
+    assert moved.adv_inputs is batch.adv_inputs
+
+
 def test_bucketed_batches_partition_the_rows() -> None:
     trajectories = [traj(i % 7 + 1, [1 + i % 3], [0.0]) for i in range(37)]
     batch = layout(trajectories, PAD)

@@ -79,6 +79,11 @@ class Learner:
                    if algo.kl_coef and algo.kl_mode == "loss" else None)
         self.kl_coef = algo.kl_coef  # adapted by the loop when algo.kl_target is set
 
+    @property
+    def device(self) -> torch.device:
+        """Where the policy's parameters are (batches are laid out on the CPU and moved)."""
+        return next(self.policy.parameters()).device
+
     # ------------------------------------------------------------------ scoring passes
     @torch.no_grad()
     def critic_values(self, batch: Batch) -> Tensor:
@@ -131,8 +136,8 @@ class Learner:
         out = torch.zeros_like(batch.old_logprobs)
         width = longest(batch, torch.arange(batch.size))
         for rows in self._micro(batch, torch.arange(batch.size), packed=packed):
-            sub = select(batch, rows)
-            out[rows, : sub.input_ids.shape[1]] = fn(sub, width).float()
+            sub = select(batch, rows).to(self.device)
+            out[rows, : sub.input_ids.shape[1]] = fn(sub, width).float().to(out.device)
         return out
 
     # ------------------------------------------------------------------ update
@@ -198,7 +203,8 @@ class Learner:
         n_micro = len(passes)  # over all learners: the _mean/ metrics are means over passes
         for micro_rows in self._my_passes(passes):
             filler = micro_rows is None  # FSDP lockstep: a pass for the collectives only
-            micro = select(batch, passes[0] if micro_rows is None else micro_rows)
+            micro = select(batch, passes[0] if micro_rows is None else micro_rows).to(
+                self.device)
             logprobs, entropy, hidden = self._forward(self.policy, micro, width,
                                                       with_entropy=True,
                                                       with_hidden=self.shared_critic)
@@ -274,7 +280,8 @@ class Learner:
         passes = self._micro(batch, rows, packed=False)
         n_micro = len(passes)
         for micro_rows in self._my_passes(passes):
-            micro = select(batch, passes[0] if micro_rows is None else micro_rows)
+            micro = select(batch, passes[0] if micro_rows is None else micro_rows).to(
+                self.device)
             loss, vf_metrics = self._value_loss(
                 self._critic_forward(micro, detach_body=self.shared_critic), micro, norms)
             if micro_rows is None:  # FSDP lockstep filler

@@ -151,10 +151,11 @@ def sft_steps(policy: nn.Module, trajectories: Sequence[Trajectory], *, pad_toke
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
     generator = torch.Generator().manual_seed(seed)
+    device = next(policy.parameters()).device  # batches are laid out on the CPU
     policy.train()
     for epoch in range(epochs):
         for rows in bucketed_batches(batch, batch_size, generator):
-            micro = select(batch, rows)
+            micro = select(batch, rows).to(device)
             logprobs, _ = token_logprobs(policy, micro.input_ids, micro.attention_mask)
             tokens = micro.loss_mask.sum().clamp(min=1.0)
             loss = -(logprobs * micro.loss_mask).sum() / tokens
