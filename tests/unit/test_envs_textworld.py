@@ -157,6 +157,12 @@ def test_control_characters_never_reach_the_interpreter(env):
     assert normalize_command(command.replace(" ", "\x00\n", 1) + "\x1b") == command
     result = env.step(command.replace(" ", "\x00", 1))  # a NUL would crash the Z-machine
     assert result.info["admissible"] and not result.info["invalid_action"]
+    # dumb-frotz escapes: "\\h" (its help) used to block the episode forever
+    assert normalize_command("\\h " + command + "\\") == "h " + command
+    result = env.step("\\h")
+    assert "not a verb" in result.observation[0]["content"] or not result.info["admissible"]
+    following = env.oracle_action()  # the game goes on; backslashes in a command are dropped
+    assert env.step(following.replace(" ", "\\ ", 1) + "\\").info["admissible"]
 
 
 def test_parser_errors_are_turns_and_the_budget_truncates(env):

@@ -389,8 +389,10 @@ def _compile(tw: Any, game: Any, game_file: Path) -> None:
 
 
 def normalize_command(action: str) -> str:
-    """Printable ASCII only (anything else becomes a space), whitespace collapsed."""
-    text = "".join(char if " " <= char <= "~" else " " for char in str(action))
+    """Printable ASCII only (anything else becomes a space), without backslashes (the
+    interpreter, dumb-frotz, reads ``\\x`` in a command as one of its own escapes: ``\\h``
+    waits for input forever, others have crashed the process), whitespace collapsed."""
+    text = "".join(char if " " <= char <= "~" and char != "\\" else " " for char in str(action))
     return " ".join(text.split())
 
 
