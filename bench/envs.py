@@ -44,7 +44,7 @@ ENVS: dict[str, list[str]] = {
     "frozenlake-v0": ["env.id=frozenlake-v0", "env.kwargs={hole_prob: 0.1}"],
     "sokoban-v0": ["env.id=sokoban-v0",
                    "env.kwargs={min_size: 3, max_size: 3, max_pulls: 2, max_turns: 8}",
-                   "rollout.max_new_tokens=8", "sft.episodes=1000", "sft.epochs=16",
+                   "rollout.max_new_tokens=8", "sft.episodes=1000", "sft.epochs=8",
                    "sft.lr=3e-3", "sft.train_random_actions=false"],
     "guess-v0": ["env.id=guess-v0", "env.kwargs={}", "rollout.max_new_tokens=10",
                  "sft.random_action_prob=0.2", "sft.epochs=10", "sft.lr=3e-3"],

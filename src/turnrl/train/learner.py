@@ -244,7 +244,12 @@ class Learner:
             self.dp.all_reduce_grads(params)
             sums = self.dp.sum_metrics(sums)
         grad_norm = clip_grad_norm(params, self.optim.max_grad_norm)
-        if math.isfinite(grad_norm):
+        if grad_norm == 0.0:
+            # no learning signal (e.g. every group's rewards equal: all advantages 0). AdamW
+            # would still move the weights along its momentum, for tens of steps after the
+            # last real gradient: skip the step, so a mini-batch without signal changes nothing
+            sums["loss/no_signal_skipped_steps"] += 1.0
+        elif math.isfinite(grad_norm):
             self.optimizer.step()
         else:  # a NaN/inf loss or gradient: keep the weights (and optimizer state) as they are
             sums["loss/skipped_steps"] += 1.0
