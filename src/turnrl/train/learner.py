@@ -248,11 +248,11 @@ class Learner:
             # no learning signal (e.g. every group's rewards equal: all advantages 0). AdamW
             # would still move the weights along its momentum, for tens of steps after the
             # last real gradient: skip the step, so a mini-batch without signal changes nothing
-            sums["loss/no_signal_skipped_steps"] += 1.0
+            sums["loss/no_signal_skipped_steps"] = 1.0
         elif math.isfinite(grad_norm):
             self.optimizer.step()
         else:  # a NaN/inf loss or gradient: keep the weights (and optimizer state) as they are
-            sums["loss/skipped_steps"] += 1.0
+            sums["loss/skipped_steps"] = 1.0  # (sums is a plain dict after sum_metrics)
             log.warning("policy update skipped: gradient norm %s (non-finite loss or "
                         "gradient)", grad_norm)
         metrics = {k: v for k, v in sums.items() if not k.startswith("_mean/")}
