@@ -370,11 +370,8 @@ class LearnerWorker:
         sync_replica(self.dp, self.learner)
 
     def update(self, batch: Batch, train_policy: bool, kl_coef: float) -> dict[str, float]:
-        self.learner.kl_coef = kl_coef
-        metrics = self.learner.update(batch, train_policy=train_policy)
-        if self.strategy == "fsdp":  # rank 0 gathers the new weights: join the collective
-            gather_weights(self.learner)
-        return metrics
+        return learner_update(self.learner, batch, train_policy, kl_coef,
+                              sharded=self.strategy == "fsdp")[0]
 
     def gather_states(self) -> None:
         """Join rank 0's gathering of the sharded optimizer states (for a checkpoint)."""
@@ -432,10 +429,16 @@ def sharded_learner(dp: DataParallel, modules: tuple, algo: Any, optim: Any,
     return learner
 
 
-def gather_weights(learner: Any) -> tuple[dict, dict | None]:
-    """Collective: the full state dicts of the sharded policy and critic (on rank 0)."""
-    return (full_model_state(learner.policy),
-            full_model_state(learner.critic) if learner.critic is not None else None)
+def learner_update(learner: Any, batch: Batch, train_policy: bool, kl_coef: float, *,
+                   sharded: bool) -> tuple[dict[str, float], tuple[dict, dict | None] | None]:
+    """One update of this rank's learner; ``sharded``: then the full state dicts of the
+    policy and critic, gathered (a collective; rank 0 gets them, the others ``{}``)."""
+    learner.kl_coef = kl_coef
+    metrics = learner.update(batch, train_policy=train_policy)
+    if not sharded:
+        return metrics, None
+    return metrics, (full_model_state(learner.policy),
+                     full_model_state(learner.critic) if learner.critic is not None else None)
 
 
 class LearnerGroup:
@@ -506,13 +509,13 @@ class LearnerGroup:
         refs = [h.update.remote(ref, train_policy, learner.kl_coef) for h in self.helpers]
         if self.sharded is None:
             metrics = learner.update(batch, train_policy=train_policy)
-        else:
-            self.sharded.kl_coef = learner.kl_coef
-            metrics = self.sharded.update(batch, train_policy=train_policy)
-            policy_state, critic_state = gather_weights(self.sharded)
-            learner.policy.load_state_dict(policy_state)
-            if critic_state is not None:
-                learner.critic.load_state_dict(critic_state)
+        else:  # rank 0 is the sharded copy: its gathered weights refresh the driver's
+            metrics, states = learner_update(self.sharded, batch, train_policy,
+                                             learner.kl_coef, sharded=True)
+            assert states is not None
+            learner.policy.load_state_dict(states[0])
+            if states[1] is not None:
+                learner.critic.load_state_dict(states[1])
         ray.get(refs)
         return metrics
 

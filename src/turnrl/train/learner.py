@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -180,10 +181,12 @@ class Learner:
                              max_tokens=self.optim.micro_batch_tokens,
                              by_prompt=self.optim.share_prefix and packed)
 
-    def _my_passes(self, passes: list[Tensor]) -> list[Tensor | None]:
-        """This learner's share of a step's passes (all of them on one process; ``None``: an
-        FSDP filler pass)."""
-        return self.dp.shard(passes) if self.dp is not None else list(passes)
+    def _my_passes(self, batch: Batch, passes: list[Tensor]) -> Iterator[tuple[Batch, bool]]:
+        """This learner's share of a step's passes (all of them on one process), each as a
+        micro-batch on the policy's device and whether it is an FSDP filler (a pass run for
+        the collectives only: its loss must count 0)."""
+        for rows in self.dp.shard(passes) if self.dp is not None else passes:
+            yield select(batch, passes[0] if rows is None else rows).to(self.device), rows is None
 
     def _normalisers(self, batch: Batch, rows: Tensor) -> dict[str, float | None]:
         mask = batch.loss_mask[rows]
@@ -201,10 +204,7 @@ class Learner:
         sums: dict[str, float] = defaultdict(float)
         passes = self._micro(batch, rows)
         n_micro = len(passes)  # over all learners: the _mean/ metrics are means over passes
-        for micro_rows in self._my_passes(passes):
-            filler = micro_rows is None  # FSDP lockstep: a pass for the collectives only
-            micro = select(batch, passes[0] if micro_rows is None else micro_rows).to(
-                self.device)
+        for micro, filler in self._my_passes(batch, passes):
             logprobs, entropy, hidden = self._forward(self.policy, micro, width,
                                                       with_entropy=True,
                                                       with_hidden=self.shared_critic)
@@ -284,12 +284,10 @@ class Learner:
         total = clipfrac = 0.0
         passes = self._micro(batch, rows, packed=False)
         n_micro = len(passes)
-        for micro_rows in self._my_passes(passes):
-            micro = select(batch, passes[0] if micro_rows is None else micro_rows).to(
-                self.device)
+        for micro, filler in self._my_passes(batch, passes):
             loss, vf_metrics = self._value_loss(
                 self._critic_forward(micro, detach_body=self.shared_critic), micro, norms)
-            if micro_rows is None:  # FSDP lockstep filler
+            if filler:
                 (loss * 0.0).backward()
                 continue
             loss.backward()
