@@ -139,15 +139,19 @@ def cmd_envs(args: argparse.Namespace) -> int:
     from turnrl import envs
 
     table = Table(title="registered environments (any Gymnasium env: gym:<id>)")
-    for column in ("id", "max turns", "tools", "oracle", "state key", "privileged",
-                   "description"):
-        table.add_column(column)
+    # cells are kept whole and the descriptions follow the table: in a description column a
+    # narrow terminal (or a pipe, 80 columns) cut the ids to "arithmet…"
+    for column in ("id", "max turns", "tools", "oracle", "state key", "privileged"):
+        table.add_column(column, no_wrap=True)
     for env_id in envs.registered_ids():
         spec = envs.spec(env_id)
         table.add_row(env_id, str(spec.max_turns), ", ".join(spec.tools) or "-",
                       _yes(spec.has_oracle), _yes(spec.has_state_key),
-                      _yes(spec.has_privileged_info), escape(spec.description))
-    Console().print(table)
+                      _yes(spec.has_privileged_info))
+    console = Console()
+    console.print(table)
+    for env_id in envs.registered_ids():
+        console.print(f"[bold]{env_id}[/bold]: {escape(envs.spec(env_id).description)}")
     return 0
 
 

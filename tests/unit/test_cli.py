@@ -44,6 +44,19 @@ def test_envs_lists_the_builtin_envs(capsys, monkeypatch) -> None:
     assert "search, answer" in row and "6" in row  # tools and max turns
 
 
+def test_envs_keeps_ids_whole_on_a_narrow_terminal(capsys, monkeypatch) -> None:
+    from turnrl import envs
+
+    monkeypatch.setenv("COLUMNS", "80")  # a pipe's width: the descriptions wrap, not the ids
+    assert main(["envs"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for env_id in envs.registered_ids():
+        assert f"{env_id}: {envs.spec(env_id).description[:20]}" in out, env_id  # after the table
+        assert f"│ {env_id} " in out, env_id  # a whole id in its table row
+    assert "search, answer" in out
+
+
 def test_train_help_lists_the_config_keys(capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main(["train", "--help"])
