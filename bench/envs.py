@@ -107,17 +107,21 @@ def baselines(name: str, episodes: int, first_seed: int) -> dict:
     return out
 
 
+def file_stem(name: str) -> str:
+    """The env id as a file and run name (``gym:FrozenLake-v1`` -> ``gym_FrozenLake-v1``)."""
+    return name.replace(":", "_").replace("/", "_")
+
+
 def train_run(name: str, seed: int, work: Path, common: list[str]) -> dict:
     """SFT + RL for one training seed; success after SFT and after RL, and wall times."""
     from turnrl.config import load_config
     from turnrl.train.loop import train
 
-    run_name = name.replace(":", "_").replace("/", "_")
-    # the env's own overrides come after the common budget (Sokoban's RL steps and lr), the
-    # command line's after both
+    # the env's own overrides come after the common budget (Sokoban's and guess's RL steps and
+    # lr), the command line's after both
     cfg = load_config(ROOT / "configs" / "default.yaml", [
         *BUDGET, *ENVS[name], *common, f"run.seed={seed}", f"run.out_dir={work}",
-        f"run.name={run_name}-{seed}"])
+        f"run.name={file_stem(name)}-{seed}"])
     result = train(cfg)
     assert result.before is not None and result.after is not None
     return {"env": name, "seed": seed, "sft_success": result.before["success"],
@@ -131,7 +135,7 @@ def sweep(args: argparse.Namespace, results: Path) -> None:
     common = ["log.progress=false", "log.tensorboard=false", "train.save_samples=0",
               "train.checkpoint_every=0", f"eval.episodes={args.eval_episodes}", *args.overrides]
     for name in args.envs:
-        stem = name.replace(":", "_").replace("/", "_")
+        stem = file_stem(name)
         path = runs / f"{stem}-baselines.json"
         if not path.is_file():
             record = {"env": name, **baselines(name, args.baseline_episodes, 1_000_000)}
@@ -151,7 +155,7 @@ def summarise(results: Path) -> str:
     runs = results / "envs"
     table = []
     for name in ENVS:
-        stem = name.replace(":", "_").replace("/", "_")
+        stem = file_stem(name)
         base_path = runs / f"{stem}-baselines.json"
         seeds = [json.loads(p.read_text()) for p in sorted(runs.glob(f"{stem}-[0-9]*.json"))]
         if not base_path.is_file() and not seeds:

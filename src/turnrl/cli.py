@@ -143,15 +143,15 @@ def cmd_envs(args: argparse.Namespace) -> int:
     # narrow terminal (or a pipe, 80 columns) cut the ids to "arithmet…"
     for column in ("id", "max turns", "tools", "oracle", "state key", "privileged"):
         table.add_column(column, no_wrap=True)
-    for env_id in envs.registered_ids():
-        spec = envs.spec(env_id)
+    specs = {env_id: envs.spec(env_id) for env_id in envs.registered_ids()}
+    for env_id, spec in specs.items():
         table.add_row(env_id, str(spec.max_turns), ", ".join(spec.tools) or "-",
                       _yes(spec.has_oracle), _yes(spec.has_state_key),
                       _yes(spec.has_privileged_info))
     console = Console()
     console.print(table)
-    for env_id in envs.registered_ids():
-        console.print(f"[bold]{env_id}[/bold]: {escape(envs.spec(env_id).description)}")
+    for env_id, spec in specs.items():
+        console.print(f"[bold]{env_id}[/bold]: {escape(spec.description)}")
     return 0
 
 
