@@ -7,7 +7,7 @@ function up by its configured name and never branch on it.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -89,8 +89,14 @@ def _edit_distance(a: str, b: str) -> int:
     return rows[-1][-1]
 
 
+def did_you_mean(name: str, choices: Iterable[str], *, otherwise: str = "") -> str:
+    """``"; did you mean 'grpo'?"`` for the choice closest to ``name`` (:func:`closest_name`),
+    or ``otherwise`` when none is close: the one hint every "unknown name" error appends."""
+    close = closest_name(str(name), list(choices))
+    return f"; did you mean {close!r}?" if close else otherwise
+
+
 def unknown_name_message(kind: str, name: str, choices: list[str]) -> str:
     """``unknown advantage 'gpro'; did you mean 'grpo'? choices: gae, grpo, ...``."""
-    close = closest_name(name, choices)
-    hint = f"; did you mean {close!r}?" if close else "."
+    hint = did_you_mean(name, choices, otherwise=".")
     return f"unknown {kind} {name!r}{hint} Valid choices: {', '.join(choices)}"
