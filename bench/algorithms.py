@@ -46,16 +46,13 @@ def sft_model(env: str, seed: int, work: Path, common: list[str]) -> tuple[Path,
     done = out / "sft.json"
     if not done.is_file():
         from turnrl.config import load_config
-        from turnrl.train.loop import Trainer
+        from turnrl.train.setup import run_sft
 
         cfg = load_config(ROOT / "configs" / "default.yaml", [
             *ENVS[env], *common, f"run.seed={seed}", f"run.out_dir={work}",
             f"run.name=sft-run-{env}-{seed}", "train.steps=0"])
-        trainer = Trainer(cfg)
-        trainer.warm_start()
-        summary = trainer.evaluate(0, "after SFT")
-        trainer.policy.save_pretrained(str(out))
-        trainer.tokenizer.save_pretrained(str(out))
+        # SFT, the model saved to ``out``, then its evaluation ("after SFT")
+        _, _, summary = run_sft(cfg, out=out)
         done.write_text(json.dumps(summary))
     return out, json.loads(done.read_text())
 

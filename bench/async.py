@@ -44,17 +44,15 @@ def base_overrides(args: argparse.Namespace, out: Path) -> list[str]:
 
 
 def sft_start(args: argparse.Namespace, out: Path) -> Path:
-    """The shared SFT warm start (no latency: it is not what is measured)."""
+    """The shared SFT warm start (no latency: it is not what is measured), saved as a model
+    dir (``run_sft`` also evaluates it once; that evaluation is not used here)."""
     from turnrl.config import load_config
-    from turnrl.train.loop import Trainer
+    from turnrl.train.setup import run_sft
 
-    trainer = Trainer(load_config(ROOT / "configs" / "default.yaml", [
+    _, path, _ = run_sft(load_config(ROOT / "configs" / "default.yaml", [
         *base_overrides(args, out), "env.latency.median_s=0", "distributed.backend=none",
-        "distributed.num_rollout_workers=1", "run.name=sft", "train.steps=0"]))
-    trainer.warm_start()
-    path = out / "sft_model"
-    trainer.policy.save_pretrained(str(path))
-    trainer.tokenizer.save_pretrained(str(path))
+        "distributed.num_rollout_workers=1", "run.name=sft", "train.steps=0"]),
+        out=out / "sft_model")
     return path
 
 

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from common import RESULTS, ROOT, write_results
@@ -67,7 +68,8 @@ def slope(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 def run(args: argparse.Namespace) -> dict:
     from turnrl.config import load_config
-    from turnrl.train.loop import Interrupted, Trainer
+    from turnrl.train.hooks import StepHooks
+    from turnrl.train.loop import Interrupted, train
 
     cfg = load_config(ROOT / "configs" / "default.yaml", [
         f"train.steps={args.steps}", "log.progress=false", "log.tensorboard=false",
@@ -75,29 +77,34 @@ def run(args: argparse.Namespace) -> dict:
         f"run.out_dir={tempfile.mkdtemp(prefix='turnrl-soak-')}", *args.overrides])
     samples: list[tuple[int, float, float]] = []
     start = time.perf_counter()
-    rl_step = Trainer.rl_step
+    hooks_start, end_step = StepHooks.start, StepHooks.end_step
 
     # the time limit counts from the first RL step: SIGINT is only a clean stop there
     timer = threading.Timer(args.minutes * 60, os.kill, (os.getpid(), signal.SIGINT))
 
-    def recording(self: Trainer, step: int) -> dict[str, float]:
+    def starting(self: StepHooks) -> None:  # just before the first RL step
+        hooks_start(self)
         if not timer.is_alive() and not samples:
             timer.start()
-        metrics = rl_step(self, step)
-        samples.append((step + 1, time.perf_counter() - start, rss_mib()))
-        return metrics
 
-    Trainer.rl_step = recording  # type: ignore[method-assign]
+    def recording(self: StepHooks, metrics: dict[str, float],
+                  advance: Callable[[str], None]) -> None:
+        # right after the step's update, before its logs, alarms, evaluation and checkpoint
+        samples.append((self.state.step + 1, time.perf_counter() - start, rss_mib()))
+        end_step(self, metrics, advance)
+
+    StepHooks.start = starting  # type: ignore[method-assign]
+    StepHooks.end_step = recording  # type: ignore[method-assign]
     stopped_by = "steps"
     try:
-        Trainer(cfg).run()
+        train(cfg)
     except Interrupted:
         stopped_by = "time limit"
     except KeyboardInterrupt:  # the limit fell in the final evaluation: RL was over
         stopped_by = "time limit (during the final evaluation)"
     finally:
         timer.cancel()
-        Trainer.rl_step = rl_step  # type: ignore[method-assign]
+        StepHooks.start, StepHooks.end_step = hooks_start, end_step  # type: ignore[method-assign]
     half = samples[len(samples) // 2:]
     b, width = slope([s[0] for s in half], [s[2] for s in half])
     return {"steps": len(samples), "stopped_by": stopped_by, "minutes": samples[-1][1] / 60,

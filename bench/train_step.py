@@ -26,6 +26,7 @@ Writes ``bench/results/train_step.json`` and ``train_step.md`` (a table of
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import resource
@@ -42,12 +43,12 @@ LAYOUTS = ("padded", "bucketed", "packed")
 
 
 def make_batch(args: argparse.Namespace, vocab: int):
-    """A laid-out batch of ``args.batch`` random trajectories with log-uniform lengths; the
-    second half of every trajectory is sampled tokens (loss mask 1)."""
+    """A laid-out training batch of ``args.batch`` random trajectories with log-uniform
+    lengths; the second half of every trajectory is sampled tokens (loss mask 1)."""
     import torch
 
-    from turnrl.train.batch import layout
-    from turnrl.types import Trajectory
+    from turnrl.train.layout import layout
+    from turnrl.types import TrainBatch, Trajectory
 
     generator = torch.Generator().manual_seed(0)
     trajectories = []
@@ -62,9 +63,12 @@ def make_batch(args: argparse.Namespace, vocab: int):
             loss_mask=sampled, logprobs=[-1.0 * s for s in sampled],
             turn_index=[0 if s else -1 for s in sampled], turn_rewards=[float(i % 2)],
             terminated=True, truncated=False, info={}))
-    batch = layout(trajectories, pad_token_id=0)
-    batch.adv = torch.randn(batch.loss_mask.shape, generator=generator) * batch.loss_mask
-    return batch
+    tokens = layout(trajectories, pad_token_id=0)
+    advantages = torch.randn(tokens.loss_mask.shape, generator=generator) * tokens.loss_mask
+    # critic-free (grpo): the returns are the advantages; the policy step does not read them
+    return TrainBatch(input_ids=tokens.input_ids, attention_mask=tokens.attention_mask,
+                      loss_mask=tokens.loss_mask, old_logprobs=tokens.logprobs,
+                      advantages=advantages, returns=advantages)
 
 
 def child(args: argparse.Namespace) -> dict:
@@ -72,28 +76,33 @@ def child(args: argparse.Namespace) -> dict:
     import torch
 
     from turnrl.algos.presets import PRESETS
+    from turnrl.config import TrainConfig
     from turnrl.models.policy import load_policy, load_tokenizer
     from turnrl.models.tiny import init_tiny_model
-    from turnrl.train.batch import select
-    from turnrl.train.learner import Learner, OptimConfig
+    from turnrl.train.learner import Learner
+    from turnrl.train.microbatch import PassPlan
 
     torch.set_num_threads(args.threads)
     path = init_tiny_model(Path(tempfile.mkdtemp(prefix="turnrl-train-step-")) / "tiny")
     policy = load_policy(path, dtype=torch.float32, device=torch.device("cpu"))
     batch = make_batch(args, len(load_tokenizer(path)))
-    optim = OptimConfig(mini_batch_size=args.batch, micro_batch_size=args.micro,
-                        pack=args.child == "packed")
+    # the whole batch is one mini-batch (one group per trajectory: n_groups * group_size is
+    # the batch); padded passes are length-sorted only (no shared-prompt passes)
+    train = TrainConfig(n_groups=args.batch, group_size=1, mini_batch_size=args.batch,
+                        micro_batch_size=args.micro, packing=args.child == "packed",
+                        share_prefix=False)
 
-    class ArrivalOrderLearner(Learner):
+    class ArrivalOrder(PassPlan):
         """Micro-batches in arrival order, no length sorting: the plain padded collator."""
 
-        def _micro(self, batch, rows):
-            return list(rows.split(self.optim.micro_batch_size))
+        def passes(self, batch, rows, *, packed=True):
+            return list(rows.split(self.max_rows))
 
-    cls = ArrivalOrderLearner if args.child == "padded" else Learner
-    learner = cls(policy, PRESETS["grpo"], optim)
+    learner = Learner(policy, PRESETS["grpo"], train)
+    if args.child == "padded":
+        learner.plan = ArrivalOrder(**dataclasses.asdict(learner.plan))
     rows = torch.arange(batch.size)
-    passes = learner._micro(batch, rows)
+    passes = learner.plan.passes(batch, rows)
     real = int(batch.attention_mask.sum())
     if args.child == "packed":
         from turnrl.train.packing import pack
@@ -101,11 +110,11 @@ def child(args: argparse.Namespace) -> dict:
         width = int(batch.attention_mask.sum(-1).max())
         computed = 0
         for p in passes:
-            micro = select(batch, p)
+            micro = batch.select(p)
             computed += pack(micro.input_ids, micro.attention_mask,
                              capacity=width).input_ids.numel()
     else:
-        computed = sum(select(batch, p).input_ids.numel() for p in passes)
+        computed = sum(batch.select(p).input_ids.numel() for p in passes)
     learner._policy_step(batch, rows)  # warm-up
     times = []
     for _ in range(args.steps):

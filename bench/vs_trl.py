@@ -49,16 +49,14 @@ def base_overrides(args: argparse.Namespace, out: Path) -> list[str]:
 
 
 def sft_start(args: argparse.Namespace, out: Path) -> Path:
-    """turnrl's SFT warm start on arithmetic, saved as a model dir both frameworks load."""
+    """turnrl's SFT warm start on arithmetic, saved as a model dir both frameworks load
+    (``run_sft`` also evaluates it once; that evaluation is not used here)."""
     from turnrl.config import load_config
-    from turnrl.train.loop import Trainer
+    from turnrl.train.setup import run_sft
 
-    trainer = Trainer(load_config(ROOT / "configs" / "default.yaml", [
-        *base_overrides(args, out), *SFT, "run.name=sft", "train.steps=0"]))
-    trainer.warm_start()
-    path = out / "sft_model"
-    trainer.policy.save_pretrained(str(path))
-    trainer.tokenizer.save_pretrained(str(path))
+    _, path, _ = run_sft(load_config(ROOT / "configs" / "default.yaml", [
+        *base_overrides(args, out), *SFT, "run.name=sft", "train.steps=0"]),
+        out=out / "sft_model")
     return path
 
 

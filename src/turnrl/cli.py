@@ -81,17 +81,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_sft(args: argparse.Namespace) -> int:
     from turnrl.config import load_config
-    from turnrl.train.loop import Trainer
+    from turnrl.train.setup import run_sft
 
     path, overrides = split_config_args(args.items)
-    cfg = load_config(path, [*overrides, "sft.enabled=true"])
-    trainer = Trainer(cfg)
-    trainer.warm_start()
-    out = trainer.run_dir / "sft_model"
-    trainer.policy.save_pretrained(str(out))
-    trainer.tokenizer.save_pretrained(str(out))
-    summary = trainer.evaluate(0, "after SFT")
-    print_results(None, summary, run_dir=trainer.run_dir, wall_time_s=None,
+    run, out, summary = run_sft(load_config(path, [*overrides, "sft.enabled=true"]))
+    print_results(None, summary, run_dir=run.run_dir, wall_time_s=None,
                   labels=("", "after SFT"))
     Console().print(f"SFT model saved to [bold]{out}[/]")
     return 0
@@ -99,8 +93,9 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from turnrl.config import load_config
+    from turnrl.config.checks import validate
     from turnrl.train.checkpoint import latest_checkpoint
-    from turnrl.train.loop import Trainer
+    from turnrl.train.setup import check_inputs, evaluate_run, open_run
 
     target = Path(args.model)
     if (target / "checkpoints").is_dir():
@@ -115,9 +110,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
                  f"run.name=eval-{args.env}", f"run.out_dir={args.out_dir}"]
     if args.seed_start is not None:
         overrides.append(f"env.eval_seed_start={args.seed_start}")
-    trainer = Trainer(load_config(None, overrides))
-    summary = trainer.evaluate(0, "eval")
-    print_results(None, summary, run_dir=trainer.run_dir, wall_time_s=None,
+    cfg = load_config(None, overrides)
+    checked = validate(cfg)
+    check_inputs(cfg, resume=None)  # the model dir, before a run dir exists
+    run = open_run(checked)
+    summary = evaluate_run(run, 0, "eval")
+    run.logger.close()
+    print_results(None, summary, run_dir=run.run_dir, wall_time_s=None,
                   labels=("", str(args.model)))
     return 0
 

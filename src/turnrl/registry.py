@@ -89,11 +89,15 @@ def _edit_distance(a: str, b: str) -> int:
     return rows[-1][-1]
 
 
-def did_you_mean(name: str, choices: Iterable[str], *, otherwise: str = "") -> str:
+def did_you_mean(name: str, choices: Iterable[str], *, otherwise: str = "",
+                 prefix: str = "") -> str:
     """``"; did you mean 'grpo'?"`` for the choice closest to ``name`` (:func:`closest_name`),
-    or ``otherwise`` when none is close: the one hint every "unknown name" error appends."""
-    close = closest_name(str(name), list(choices))
-    return f"; did you mean {close!r}?" if close else otherwise
+    or ``otherwise`` when none is close: the one hint every "unknown name" error appends.
+    With ``prefix`` (e.g. ``"gym:"``), names and choices are compared without it (a shared
+    prefix would make every choice look close) and the hint puts it back."""
+    close = closest_name(str(name).removeprefix(prefix),
+                         [c.removeprefix(prefix) for c in choices])
+    return f"; did you mean {prefix + close!r}?" if close else otherwise
 
 
 def unknown_name_message(kind: str, name: str, choices: list[str]) -> str:

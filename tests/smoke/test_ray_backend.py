@@ -14,7 +14,10 @@ from safetensors.torch import load_file
 from test_train_loop import EASY_ARITHMETIC, SMALL_RUN, TINY_MODEL
 
 from turnrl.config import load_config
-from turnrl.train.loop import Trainer, train
+from turnrl.config.checks import validate
+from turnrl.train import scaleout
+from turnrl.train.loop import train
+from turnrl.train.setup import Run, local_play, open_run
 from turnrl.types import Trajectory
 
 ray = pytest.importorskip("ray")
@@ -29,12 +32,12 @@ def local_ray():
     ray.shutdown()
 
 
-def trainer(out: Path, *extra: str) -> Trainer:
-    return Trainer(load_config("configs/default.yaml", [
+def open_test_run(out: Path, *extra: str) -> Run:
+    return open_run(validate(load_config("configs/default.yaml", [
         *TINY_MODEL, "env.id=frozenlake-v0", "sft.enabled=false", "log.progress=false",
         "log.tensorboard=false", "run.threads=1", "train.group_size=2", "train.n_groups=4",
         "train.mini_batch_size=8", "train.micro_batch_size=4",
-        "distributed.backend=ray", f"run.out_dir={out}", *extra]))
+        "distributed.backend=ray", f"run.out_dir={out}", *extra])))
 
 
 def assert_same_episodes(got: list[Trajectory], want: list[Trajectory]) -> None:
@@ -44,33 +47,35 @@ def assert_same_episodes(got: list[Trajectory], want: list[Trajectory]) -> None:
                 a.terminated, a.truncated) == (b.seed, b.group_id, b.token_ids, b.loss_mask,
                                                b.turn_index, b.turn_rewards, b.terminated,
                                                b.truncated)
-        assert a.info["state_keys"] == b.info["state_keys"]
-        assert a.info["policy_versions"] == b.info["policy_versions"]
+        assert a.state_keys == b.state_keys
+        assert a.policy_versions == b.policy_versions
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
 
 
 def test_env_and_rollout_workers_play_the_in_process_episodes(local_ray, tmp_path) -> None:
-    tr = trainer(tmp_path, "distributed.num_env_workers=2", "distributed.num_rollout_workers=2",
-                 "distributed.cpus_per_rollout_worker=0.5")
-    local = tr.play_groups(0, 4)  # no workers yet: the in-process runner
-    tr.start_distributed()
+    run = open_test_run(tmp_path, "distributed.num_env_workers=2",
+                        "distributed.num_rollout_workers=2",
+                        "distributed.cpus_per_rollout_worker=0.5")
+    local = local_play(run)(0, 4)  # the in-process runner
+    out = scaleout.start(run, version=0, cursor=0)
+    assert out is not None
     try:
-        remote = tr.play_groups(0, 4)
+        remote = out.play()(0, 4)
     finally:
-        tr.stop_distributed()
+        out.close()
     assert_same_episodes(remote, local)
-    assert {t.info["worker"] for t in remote} == {"rollout-0", "rollout-1"}
+    assert {t.worker for t in remote} == {"rollout-0", "rollout-1"}
     assert any(t.num_turns > 1 for t in remote)  # multi-turn episodes crossed the workers
 
 
 def test_a_killed_worker_is_restarted_and_its_groups_replayed(local_ray, tmp_path) -> None:
     # slow env steps keep the groups in flight when the worker is killed
-    tr = trainer(tmp_path, "distributed.num_env_workers=1", "env.latency.median_s=0.05",
-                 "env.latency.sigma=0.0")
-    tr.start_distributed()
+    run = open_test_run(tmp_path, "distributed.num_env_workers=1", "env.latency.median_s=0.05",
+                        "env.latency.sigma=0.0")
+    tr = scaleout.start(run, version=0, cursor=0)
+    assert tr is not None
     try:
-        assert tr.cluster is not None and tr.stream is not None
-        want = tr.play_groups(0, 2)
+        want = tr.play()(0, 2)
         for victim in ("rollout", "env"):
             resubmitted = tr.stream.resubmitted
             for index in range(2):
@@ -86,7 +91,7 @@ def test_a_killed_worker_is_restarted_and_its_groups_replayed(local_ray, tmp_pat
             assert_same_episodes(got[0] + got[1], want)  # each group counted once, whole
         assert tr.cluster.restarts >= 2
     finally:
-        tr.stop_distributed()
+        tr.close()
 
 
 def run(out: Path, *extra: str) -> Path:

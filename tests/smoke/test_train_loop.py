@@ -18,9 +18,11 @@ from transformers import AutoModelForCausalLM
 
 from turnrl.cli import main
 from turnrl.config import load_config
+from turnrl.config.checks import validate
 from turnrl.models.policy import load_tokenizer
 from turnrl.train import loop
-from turnrl.train.loop import Trainer, train
+from turnrl.train.loop import train
+from turnrl.train.setup import Model, build_learner, open_run
 
 pytestmark = pytest.mark.slow
 
@@ -55,13 +57,13 @@ def train_steps(run_dir: Path) -> list[int]:
 def post_sft_weights(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, torch.Tensor]]:
     """Records the policy's weights right after the SFT warm start of each run."""
     snapshots: list[dict[str, torch.Tensor]] = []
-    warm_start = Trainer.warm_start
+    warm_start = loop.warm_start
 
-    def recording(self: Trainer) -> None:
-        warm_start(self)
-        snapshots.append({k: v.detach().clone() for k, v in self.policy.state_dict().items()})
+    def recording(cfg, model: Model, *args, **kwargs) -> None:
+        warm_start(cfg, model, *args, **kwargs)
+        snapshots.append({k: v.detach().clone() for k, v in model.policy.state_dict().items()})
 
-    monkeypatch.setattr(Trainer, "warm_start", recording)
+    monkeypatch.setattr(loop, "warm_start", recording)
     return snapshots
 
 
@@ -198,28 +200,29 @@ def lora_run(tmp_path_factory: pytest.TempPathFactory):
     cfg = load_config(None, overrides(out, "model.lora.enabled=true", "model.lora.r=4",
                                       "train.steps=2", "algo.entropy_coef=0.01",
                                       "log.tensorboard=false"))
-    trainer = Trainer(cfg)
     adapters_after_sft: dict[str, torch.Tensor] = {}
-    warm_start = trainer.warm_start
+    models: list[Model] = []
+    warm_start = loop.warm_start
 
-    def recording() -> None:
-        warm_start()
+    def recording(cfg, model: Model, *args, **kwargs) -> None:
+        warm_start(cfg, model, *args, **kwargs)
+        models.append(model)
         adapters_after_sft.update({n: p.detach().clone()
-                                   for n, p in trainer.policy.named_parameters()
+                                   for n, p in model.policy.named_parameters()
                                    if "lora_" in n})
 
-    trainer.warm_start = recording  # type: ignore[method-assign]
-    trainer.run()
-    return trainer, adapters_after_sft
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loop, "warm_start", recording)
+        result = train(cfg)
+    return result.run_dir, models[0].policy, adapters_after_sft
 
 
 def test_lora_trains_only_the_adapters(lora_run) -> None:
-    trainer, adapters_after_sft = lora_run
-    policy = trainer.policy
+    run_dir, policy, adapters_after_sft = lora_run
     trainable = [n for n, p in policy.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
     # the base weights are exactly those of the base model
-    base = AutoModelForCausalLM.from_pretrained(str(trainer.run_dir / "base_model")).state_dict()
+    base = AutoModelForCausalLM.from_pretrained(str(run_dir / "base_model")).state_dict()
     frozen = {n.replace("base_model.model.", "", 1).replace(".base_layer", ""): p
               for n, p in policy.state_dict().items() if "lora_" not in n}
     assert set(base) <= set(frozen)
@@ -229,31 +232,41 @@ def test_lora_trains_only_the_adapters(lora_run) -> None:
     assert lora_b and all(p.abs().max() > 0 for p in lora_b.values())
     assert any(not torch.equal(p, adapters_after_sft[n])
                for n, p in policy.named_parameters() if "lora_" in n)
-    checkpoint = trainer.run_dir / "checkpoints" / "step_2"
+    checkpoint = run_dir / "checkpoints" / "step_2"
     assert (checkpoint / "adapter_model.safetensors").is_file()
     assert all("lora_" in k for k in load_file(str(checkpoint / "adapter_model.safetensors")))
 
 
-def test_lora_run_resumes_training_only_the_adapters(lora_run) -> None:
-    trainer, _ = lora_run
-    cfg = load_config(trainer.run_dir / "config.yaml", ["train.steps=3"])
-    resumed = Trainer(cfg, resume=trainer.run_dir)
-    # it starts from the step-2 adapters, not from fresh ones
-    step2 = load_file(str(trainer.run_dir / "checkpoints/step_2/adapter_model.safetensors"))
-    loaded = get_peft_model_state_dict(resumed.policy)
+def test_lora_run_resumes_training_only_the_adapters(lora_run,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir, _, _ = lora_run
+    cfg = load_config(run_dir / "config.yaml", ["train.steps=3"])
+    resumed: list[tuple[dict, torch.nn.Module]] = []
+    build = loop.build_learner
+
+    def recording(run, **kwargs):  # the policy as the resumed run starts training it
+        adapters = {k: v.detach().clone()
+                    for k, v in get_peft_model_state_dict(run.model.policy).items()}
+        resumed.append((adapters, run.model.policy))
+        return build(run, **kwargs)
+
+    monkeypatch.setattr(loop, "build_learner", recording)
+    train(cfg, resume=run_dir)
+    # it started from the step-2 adapters, not from fresh ones
+    step2 = load_file(str(run_dir / "checkpoints/step_2/adapter_model.safetensors"))
+    loaded, policy = resumed[0]
     assert loaded.keys() == step2.keys()
     assert all(torch.equal(loaded[k], step2[k]) for k in step2)
-    resumed.run()
-    assert train_steps(trainer.run_dir) == [1, 2, 3]
-    trainable = [n for n, p in resumed.policy.named_parameters() if p.requires_grad]
+    assert train_steps(run_dir) == [1, 2, 3]
+    trainable = [n for n, p in policy.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
-    step3 = load_file(str(trainer.run_dir / "checkpoints/step_3/adapter_model.safetensors"))
+    step3 = load_file(str(run_dir / "checkpoints/step_3/adapter_model.safetensors"))
     assert any(not torch.equal(step2[k], step3[k]) for k in step2)
 
 
 def test_eval_of_a_lora_run(lora_run, tmp_path: Path, capsys) -> None:
-    trainer, _ = lora_run
-    assert main(["eval", str(trainer.run_dir), "--env", "arithmetic-v0", "--episodes", "2",
+    run_dir, _, _ = lora_run
+    assert main(["eval", str(run_dir), "--env", "arithmetic-v0", "--episodes", "2",
                  "--out-dir", str(tmp_path)]) == 0
     assert "success" in capsys.readouterr().out
 
@@ -285,13 +298,17 @@ def test_grpo_raises_the_reward_on_easy_arithmetic(tmp_path: Path) -> None:
 
 
 def test_loop_module_reads_top_to_bottom() -> None:
-    """The RL step is the design's sequence: collect → layout → advantages → update → sync."""
+    """The RL step is the design's sequence: collect → layout → scoring passes → KL → score
+    → advantages → train batch → update → sync, and the loop module stays short."""
     import inspect
 
-    source = inspect.getsource(loop.Trainer.rl_step)
-    order = ["collect(", "layout(", "ADVANTAGES[", "learner.update(", "push_weights("]
-    positions = [source.index(token) for token in order]
+    source = inspect.getsource(loop.train)
+    body = source[source.index("for step in state.steps("):]
+    order = ["collector.collect(", "layout(", "scoring_passes(", "kl_step(", "score(",
+             "ADVANTAGES[", "train_batch(", "learner.update(", "push_weights()", "end_step("]
+    positions = [body.rindex(token) for token in order]  # (a failed batch ends early)
     assert positions == sorted(positions)
+    assert len(inspect.getsource(loop).splitlines()) <= 250
 
 
 @pytest.mark.parametrize("preset", sorted(__import__("turnrl.algos").algos.PRESETS))
@@ -326,7 +343,7 @@ def test_dynamic_sampling_keeps_only_groups_with_reward_spread(tmp_path: Path) -
                    (result.run_dir / f"samples/step_{step}.jsonl").read_text().splitlines()]
         groups: dict[int, set[float]] = {}
         for s in samples:
-            groups.setdefault(s["group_id"], set()).add(sum(s["turn_rewards"]))
+            groups.setdefault(s["group_id"], set()).add(sum(s["env_rewards"]))
         if row["rollout/sampling_tries"] < 4:  # the batch filled before the try limit
             assert all(len(rewards) > 1 for rewards in groups.values())
         assert row["rollout/dropped_groups"] >= 0
@@ -335,13 +352,14 @@ def test_dynamic_sampling_keeps_only_groups_with_reward_spread(tmp_path: Path) -
 def test_mask_truncated_zeroes_the_loss_of_truncated_episodes(tmp_path: Path,
                                                               monkeypatch) -> None:
     seen = []
-    update = loop.Learner.update
+    train_batch = loop.train_batch
 
-    def recording(self, batch, **kwargs):
-        seen.append((batch.loss_mask.clone(), batch.adv_inputs.terminated.clone()))
-        return update(self, batch, **kwargs)
+    def recording(scored, *args):
+        batch, metrics = train_batch(scored, *args)
+        seen.append((batch.loss_mask.clone(), scored.tokens.terminated.clone()))
+        return batch, metrics
 
-    monkeypatch.setattr(loop.Learner, "update", recording)
+    monkeypatch.setattr(loop, "train_batch", recording)
     result = train(load_config(None, [
         *SMALL_RUN, "train.steps=1", "env.id=frozenlake-v0", "env.kwargs={max_size: 4}",
         "rollout.max_new_tokens=6", "sft.episodes=8", "sft.epochs=1", "eval.episodes=4",
@@ -421,13 +439,13 @@ FROZENLAKE_SMALL = ["env.id=frozenlake-v0", "env.kwargs={max_size: 4, max_turns:
 def test_privileged_critic_trains_on_the_env_facts_the_policy_never_sees(
         tmp_path: Path, monkeypatch) -> None:
     seen: list[torch.Tensor | None] = []
-    score = Trainer.score
+    scoring_passes = loop.scoring_passes
 
-    def recording(self, batch):
-        seen.append(batch.critic_prefix_ids)
-        return score(self, batch)
+    def recording(learner, tokens, algo):
+        seen.append(tokens.critic_prefix_ids)
+        return scoring_passes(learner, tokens, algo)
 
-    monkeypatch.setattr(Trainer, "score", recording)
+    monkeypatch.setattr(loop, "scoring_passes", recording)
     result = train(load_config(None, [*SMALL_RUN, *FROZENLAKE_SMALL, f"run.out_dir={tmp_path}",
                                       "algo.preset=turn_ppo", "critic.privileged=true",
                                       "train.steps=2", "train.save_samples=8"]))
@@ -437,7 +455,7 @@ def test_privileged_critic_trains_on_the_env_facts_the_policy_never_sees(
     assert "Privileged information (critic only): shortest path:" in prefix
     for line in (result.run_dir / "samples" / "step_1.jsonl").read_text().splitlines():
         sample = json.loads(line)
-        plan = sample["info"]["privileged_info"]
+        plan = sample["privileged_info"]
         assert plan.startswith("shortest path:")
         # the policy's context (its tokens and messages) never holds the plan
         assert plan not in tokenizer.decode(sample["token_ids"])
@@ -465,7 +483,8 @@ def test_shared_critic_run_with_warmup_saves_the_head_and_resumes(tmp_path: Path
     assert sorted(p.name for p in critic_dir.iterdir()) == ["value_head.safetensors"]
     head = load_file(str(critic_dir / "value_head.safetensors"))
     assert head["weight"].abs().sum() > 0  # trained away from its zero init
-    trainer = Trainer(load_config(run_dir / "config.yaml", ["train.steps=4"]), resume=run_dir)
-    trainer.learner = trainer.build_learner()
-    assert trainer.learner.critic is not None and trainer.learner.critic.shared
-    assert torch.equal(trainer.learner.critic.head.weight.detach(), head["weight"])
+    run = open_run(validate(load_config(run_dir / "config.yaml", ["train.steps=4"])),
+                   resume=run_dir)
+    learner = build_learner(run, source=run.resume_from, reference=None)
+    assert learner.critic is not None and learner.critic.shared
+    assert torch.equal(learner.critic.head.weight.detach(), head["weight"])

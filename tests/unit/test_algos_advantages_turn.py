@@ -17,17 +17,16 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from turnrl.algos import ADVANTAGES, needs_critic
-from turnrl.algos.advantages import (
+from turnrl.algos.advantages import grpo, rloo
+from turnrl.algos.functional import masked_whiten
+from turnrl.algos.turn_advantages import (
     gigpo,
-    grpo,
     grpo_passk,
     reinforce_pp_baseline,
-    rloo,
     trloo,
     turn_gae,
     turn_grpo,
 )
-from turnrl.algos.functional import masked_whiten
 from turnrl.types import AdvantageInputs
 
 FAST = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

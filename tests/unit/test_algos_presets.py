@@ -21,7 +21,14 @@ from turnrl.algos import (
     get_preset,
     needs_critic,
 )
-from turnrl.algos.registry import register_advantage
+from turnrl.algos.registry import (
+    CORRECTIONS,
+    FILTERS,
+    KL_PLACEMENTS,
+    needs_learner_logprobs,
+    register_advantage,
+    resamples,
+)
 from turnrl.registry import UnknownNameError
 
 
@@ -36,7 +43,9 @@ def test_expected_presets() -> None:
     assert set(PRESETS) == {"grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo",
                             "reinforce_pp_baseline", "gspo", "cispo", "turn_ppo", "trloo",
                             "turn_grpo", "gigpo", "dapo"}
-    assert PRESETS["dapo"].dynamic_sampling and PRESETS["dapo"].overlong_cache > 0
+    assert PRESETS["dapo"].filters == ("dynamic_sampling",)
+    assert resamples("dynamic_sampling") and PRESETS["dapo"].overlong_cache > 0
+    assert all(not p.filters for name, p in PRESETS.items() if name != "dapo")
     assert needs_critic(PRESETS["turn_ppo"].advantage)
     assert PRESETS["ppo"].advantage == "gae"
     assert needs_critic(PRESETS["ppo"].advantage)
@@ -52,6 +61,8 @@ def test_preset_refers_to_registered_names_and_accepted_kwargs(name: str) -> Non
     accepts(POLICY_LOSSES[preset.policy_loss], preset.loss_kwargs)
     assert preset.loss_agg in AGGREGATIONS
     assert preset.kl_estimator in KL_ESTIMATORS
+    assert preset.kl_mode in KL_PLACEMENTS and preset.is_correction in CORRECTIONS
+    assert all(name in FILTERS for name in preset.filters)
     assert preset.kl_coef >= 0 and preset.entropy_coef >= 0
 
 
@@ -71,6 +82,33 @@ def test_presets_are_frozen_plain_data() -> None:
     assert copy.deepcopy(preset) == preset
     variant = dataclasses.replace(preset, loss_kwargs={"clip_high": 0.28}, kl_coef=0.04)
     assert variant.loss_kwargs == {"clip_high": 0.28} and preset.kl_coef == 0.0
+
+
+def test_registries_of_filters_corrections_and_kl_placements() -> None:
+    assert set(FILTERS.names()) >= {"dynamic_sampling", "truncated"}
+    assert resamples("dynamic_sampling") and not resamples("truncated")
+    assert set(CORRECTIONS.names()) >= {"none", "tis", "mask"}
+    assert not needs_learner_logprobs("none")
+    assert needs_learner_logprobs("tis") and needs_learner_logprobs("mask")
+    assert set(KL_PLACEMENTS.names()) >= {"loss", "reward"}
+    with pytest.raises(UnknownNameError, match="unknown batch filter"):
+        resamples("dynamic_sampl")
+
+
+def test_deprecated_filter_keys_still_work() -> None:
+    from turnrl.config import load_config
+
+    def filters(*overrides: str) -> tuple[str, ...]:
+        return load_config(None, list(overrides)).algo.resolve().filters
+
+    assert filters() == ()
+    assert filters("algo.dynamic_sampling=true") == ("dynamic_sampling",)
+    assert filters("algo.mask_truncated=true") == ("truncated",)
+    assert filters("algo.preset=dapo", "algo.mask_truncated=true") == (
+        "dynamic_sampling", "truncated")
+    assert filters("algo.preset=dapo", "algo.dynamic_sampling=false") == ()
+    assert filters("algo.preset=dapo", "algo.dynamic_sampling=true") == ("dynamic_sampling",)
+    assert filters("algo.filters=[truncated]") == ("truncated",)
 
 
 def test_unknown_names_suggest_a_close_match() -> None:
@@ -94,3 +132,30 @@ def test_package_exports() -> None:
     assert len(ADVANTAGES) >= 4 and len(POLICY_LOSSES) == 4
     for name, preset in PRESETS.items():  # every preset names registered functions
         assert preset.advantage in ADVANTAGES and preset.policy_loss in POLICY_LOSSES, name
+
+
+def test_a_deprecated_key_says_what_replaces_it(caplog: pytest.LogCaptureFixture) -> None:
+    from turnrl.config import load_config
+
+    with caplog.at_level("WARNING", logger="turnrl"):
+        load_config(None, ["algo.mask_truncated=true"])
+    assert "algo.mask_truncated is deprecated: use algo.filters" in caplog.text
+    assert "[truncated]" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="turnrl"):
+        load_config(None, ["algo.filters=[truncated]"])
+    assert "deprecated" not in caplog.text
+
+
+def test_every_preset_field_is_a_config_key() -> None:
+    """AlgoPreset is the one algorithm schema: the algo section is generated from it."""
+    import dataclasses
+
+    from turnrl.algos.presets import AlgoPreset
+    from turnrl.config import AlgoConfig
+
+    keys = {f.name for f in dataclasses.fields(AlgoPreset) if not f.metadata.get("preset_only")}
+    assert keys <= set(AlgoConfig.model_fields)
+    assert set(AlgoConfig.model_fields) - keys == {"preset", "dynamic_sampling", "mask_truncated"}
+    kl_coef = next(f for f in dataclasses.fields(AlgoPreset) if f.name == "kl_coef")
+    assert AlgoConfig.model_fields["kl_coef"].description == kl_coef.metadata["doc"]

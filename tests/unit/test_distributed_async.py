@@ -9,9 +9,9 @@ import pytest
 
 from turnrl import envs
 from turnrl.config import ConfigError, load_config
-from turnrl.distributed.ray_backend import AsyncCollector, staleness
+from turnrl.config.checks import check_distributed
+from turnrl.distributed.rollout_cluster import AsyncCollector, staleness
 from turnrl.envs.latency import SimulatedLatency
-from turnrl.train.loop import check_distributed
 from turnrl.types import Trajectory
 
 
@@ -33,13 +33,13 @@ class FakeStream:
         group = [Trajectory(env_id="x-v0", seed=index, group_id=index, messages=[],
                             token_ids=[1], loss_mask=[1], logprobs=[0.0], turn_index=[0],
                             turn_rewards=[float(member)],
-                            info={"policy_versions": [version]}) for member in range(2)]
+                            policy_versions=[version]) for member in range(2)]
         return [(index, group)]
 
 
 def test_staleness_is_counted_from_the_oldest_token() -> None:
     group = [Trajectory(env_id="x-v0", seed=0, group_id=0, messages=[],
-                        info={"policy_versions": versions}) for versions in ([3, 4], [2, 5])]
+                        policy_versions=versions) for versions in ([3, 4], [2, 5])]
     assert staleness(group, 6) == 4
     assert staleness([Trajectory(env_id="x-v0", seed=0, group_id=0, messages=[])], 6) == 0
 

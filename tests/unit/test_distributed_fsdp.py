@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from turnrl.config import ConfigError, load_config
+from turnrl.config.checks import check_distributed, validate
 from turnrl.distributed.data_parallel import DataParallel
 from turnrl.distributed.fsdp import clip_grad_norm, is_sharded
-from turnrl.train.loop import Trainer, check_distributed
 
 
 def group(rank: int, world_size: int, lockstep: bool) -> DataParallel:
@@ -67,4 +67,4 @@ def test_fsdp_refuses_a_value_head_on_the_sharded_policy() -> None:
     with pytest.raises(ConfigError, match=re.escape(
             "critic.shared=true with distributed.learner_strategy=fsdp: a value head on the "
             "sharded policy is not supported; set critic.shared=false")):
-        Trainer(cfg)
+        validate(cfg)

@@ -236,3 +236,61 @@ def test_catches_missing_spec():
 
 def test_error_is_an_assertion_error():
     assert issubclass(EnvCheckError, AssertionError)
+
+
+# -- capabilities: the spec declares exactly what the env implements --------------------------
+
+
+def test_catches_implemented_but_undeclared_capability():
+    env = Parity()  # implements oracle_action() and state_key()
+    env.spec = EnvSpec(id="parity-v0", entry_point=Parity, max_turns=3, has_oracle=True)
+    expect_failure(
+        env,
+        "the env implements state_key() but spec.has_state_key is False, so nothing calls it",
+        "set has_state_key=True in its EnvSpec",
+    )
+
+
+def test_declared_but_missing_is_reported_before_undeclared():
+    env = Parity()  # also implements oracle_action() without declaring it here
+    env.spec = EnvSpec(id="parity-v0", entry_point=Parity, max_turns=3, has_state_key=True,
+                       has_privileged_info=True)
+    expect_failure(env, "spec.has_privileged_info is True but the env has no privileged_info()")
+
+
+class ToolParity(Parity):
+    """Parity with a (decorative) tool."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spec = EnvSpec(id="parity-v0", entry_point=ToolParity, max_turns=3,
+                            has_oracle=True, has_state_key=True, tools=["answer"])
+
+    def tool_schemas(self):
+        return [{"type": "function", "function": {"name": "answer", "parameters": {}}}]
+
+
+def test_env_with_declared_tools_passes():
+    env = ToolParity()
+    assert env.spec.capabilities == ("oracle_action", "state_key", "tool_schemas")
+    check_env(env)
+
+
+def test_catches_tools_implemented_but_not_declared():
+    env = ToolParity()
+    env.spec = Parity().spec  # tools=[]
+    expect_failure(env, "the env implements tool_schemas() but spec.tools is empty",
+                   "set tools=[...] (the tool names) in its EnvSpec")
+
+
+def test_catches_tools_declared_but_missing():
+    env = Parity()
+    env.spec = ToolParity().spec
+    expect_failure(env, "spec.tools is ['answer'] but the env has no tool_schemas() method")
+
+
+def test_catches_bad_tool_schemas():
+    expect_failure(broken("tool_schemas", lambda self: {"name": "answer"}, base=ToolParity),
+                   "tool_schemas() must return a list of JSON schema dicts")
+    expect_failure(broken("tool_schemas", lambda self: 1 / 0, base=ToolParity),
+                   "tool_schemas() raised ZeroDivisionError")

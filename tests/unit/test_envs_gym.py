@@ -7,14 +7,18 @@ import sys
 
 import pytest
 
-from turnrl.envs import UnknownEnvError, check_env, make, registered_ids, spec
-from turnrl.envs.gym_adapter import (
-    DEFAULT_MAX_TURNS,
-    INVALID,
-    GymEnv,
-    strip_ansi_codes,
-    turnrl_env_id,
+from turnrl.envs import (
+    HasOracle,
+    HasStateKey,
+    UnknownEnvError,
+    check_env,
+    make,
+    registered_ids,
+    spec,
 )
+from turnrl.envs.gym.adapter import DEFAULT_MAX_TURNS, INVALID, GymEnv
+from turnrl.envs.gym.ids import turnrl_env_id
+from turnrl.envs.gym.known import strip_ansi_codes
 
 gym = pytest.importorskip("gymnasium")
 
@@ -49,12 +53,14 @@ def lake(**kwargs) -> GymEnv:
 def test_check_env_passes(env_id, kwargs, has_oracle):
     env = make(env_id, **kwargs)
     assert env.spec.has_oracle is has_oracle and env.spec.has_state_key
+    assert isinstance(env, HasOracle) is has_oracle  # the instance has what its spec declares
     check_env(env, seeds=range(5))
 
 
 def test_check_env_on_an_index_only_env_with_continuous_observations():
     env = make("gym:Acrobot-v1")  # not in ACTION_NAMES; Box observations
     assert env.action_names is None and not env.spec.has_state_key
+    assert not isinstance(env, HasStateKey) and env.spec.capabilities == ()
     assert env.spec.reward_range == (-float("inf"), float("inf"))
     check_env(env, seeds=(0,), max_steps=20)
 
@@ -269,8 +275,11 @@ def test_cartpole_reward_range_covers_both_reward_schemes():
 def test_no_oracle_on_a_slippery_lake():
     env = make("gym:FrozenLake-v1")
     env.reset(seed=0)
-    with pytest.raises(RuntimeError, match="no oracle"):
+    assert not hasattr(env, "oracle_action")  # undeclared, so absent
+    with pytest.raises(AttributeError, match=r"no oracle_action\(\): spec.has_oracle is False"):
         env.oracle_action()
+    with pytest.raises(AttributeError, match="has no attribute 'bogus'"):
+        env.bogus  # noqa: B018
 
 
 def test_success_fn_kwarg():
@@ -367,6 +376,9 @@ def test_unknown_gym_id_suggests_close_matches():
     assert isinstance(caught.value, KeyError)
     with pytest.raises(UnknownEnvError, match="did you mean 'gym:FrozenLake-v1'"):
         spec("gym:FrozenLak-v1")
+    with pytest.raises(UnknownEnvError) as caught:  # the shared "gym:" makes nothing close
+        make("gym:Zzzqx-v0")
+    assert "did you mean" not in str(caught.value)
 
 
 def test_unknown_version_lists_the_installed_ones():

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +21,7 @@ from turnrl.envs import (
     make,
     parse_env_id,
     register,
+    register_prefix,
     registered_ids,
     spec,
 )
@@ -262,3 +267,113 @@ def test_unloadable_plugin_names_the_entry_point(isolated):
     install_plugins(isolated, FakeEntryPoint("gone", "gone:hook", load))
     with pytest.raises(EnvPluginError, match=r"'gone = gone:hook'.*No module named"):
         spec("frozenlake-v0")
+
+
+# -- prefix resolvers -------------------------------------------------------------------------
+
+
+class EchoResolver:
+    """Resolves ``echo:<greeting>``: an Echo env greeting with the rest of the id."""
+
+    def __init__(self, tag: str = "echo") -> None:
+        self.tag = tag
+        self.calls: list[tuple[str, str]] = []
+
+    def spec(self, id):
+        self.calls.append(("spec", id))
+        return EnvSpec(id=f"{self.tag}-v0", entry_point=Echo, max_turns=1)
+
+    def make(self, id, **kwargs):
+        self.calls.append(("make", id))
+        env = Echo(greeting=id.split(":", 1)[-1], **kwargs)
+        env.spec = EnvSpec(id=f"{self.tag}-v0", entry_point=Echo, max_turns=1, kwargs=kwargs)
+        return env
+
+
+@pytest.fixture
+def prefixes(isolated):
+    isolated.setattr(env_registry, "_PREFIXES", dict(env_registry._PREFIXES))
+    return isolated
+
+
+def test_prefix_resolver_builds_unregistered_ids(prefixes):
+    resolver = EchoResolver()
+    register_prefix("echo:", resolver)
+    env = make("echo:hello", max_turns=1)
+    assert env.reset()[0][0]["content"] == "hello" and env.spec.kwargs == {"max_turns": 1}
+    assert spec("echo:hello").id == "echo-v0"
+    assert resolver.calls == [("make", "echo:hello"), ("spec", "echo:hello")]
+    assert not any(i.startswith("echo") for i in registered_ids())
+
+
+def test_registered_id_wins_then_the_longest_prefix(prefixes):
+    short, long = EchoResolver("short"), EchoResolver("long")
+    register_prefix("echo/", short)
+    register_prefix("echo/deep/", long)
+    register("echo/one-v0", Echo, max_turns=1, description="registered")
+    assert make("echo/one-v0").spec.description == "registered"
+    assert make("echo/two-v0").spec.id == "short-v0"
+    assert make("echo/deep/three-v0").spec.id == "long-v0"
+    assert short.calls == [("make", "echo/two-v0")]
+
+
+def test_register_prefix_errors(prefixes):
+    resolver = EchoResolver()
+    register_prefix("echo:", resolver)
+    register_prefix("echo:", resolver)  # the same resolver again: a no-op
+    with pytest.raises(ValueError, match="'echo:' is already resolved by"):
+        register_prefix("echo:", EchoResolver())
+    with pytest.raises(ValueError, match="non-empty str"):
+        register_prefix("", resolver)
+    with pytest.raises(TypeError, match=r"has no make\(\) method"):
+        register_prefix("bad:", types.SimpleNamespace(spec=lambda id: None))
+
+
+def test_unknown_prefix_is_an_unknown_env():
+    with pytest.raises(UnknownEnvError, match="unknown env 'nogym:FrozenLake-v1'"):
+        make("nogym:FrozenLake-v1")
+
+
+def test_turnrl_envs_registers_the_gym_prefixes():
+    import turnrl.envs.gym as gym_package
+
+    for prefix in gym_package.PREFIXES:
+        assert env_registry._PREFIXES[prefix] is gym_package.RESOLVER
+    assert env_registry.resolves(gym_package.GYM_PREFIX + "CartPole-v1")
+
+
+def test_capabilities_lists_the_declared_methods():
+    assert EnvSpec(id="x-v0", entry_point=Echo, max_turns=1).capabilities == ()
+    declared = EnvSpec(id="x-v0", entry_point=Echo, max_turns=1, has_privileged_info=True,
+                       has_oracle=True, tools=["search"])
+    assert declared.capabilities == ("oracle_action", "privileged_info", "tool_schemas")
+
+
+def test_registry_imports_no_gym_module():
+    """The registry knows no env family: importing it (and so turnrl.envs, which registers
+    the gym: resolver) loads neither gymnasium nor the adapter, and works without gymnasium."""
+    source = Path(env_registry.__file__).read_text(encoding="utf-8")
+    imported = {alias.name for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(ast.parse(source))
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert not [m for m in imported if "gym" in m], imported
+    script = (
+        "import sys\n"
+        "sys.modules['gymnasium'] = None  # `import gymnasium` fails, as when not installed\n"
+        "import turnrl.envs.registry\n"
+        "loaded = [m for m, module in sys.modules.items() if module is not None\n"
+        "          and m.startswith(('gymnasium', 'turnrl.envs.gym.'))]\n"
+        "assert not loaded, loaded\n"
+        "from turnrl.envs import make\n"
+        "make('arithmetic-v0')\n"
+        "try:\n"
+        "    make('gym:FrozenLake-v1')\n"
+        "except ImportError as error:\n"
+        "    assert 'turnrl[gym]' in str(error), error\n"
+        "else:\n"
+        "    raise AssertionError('gym: ids need gymnasium')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr

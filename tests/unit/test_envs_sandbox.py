@@ -1,7 +1,7 @@
-"""turnrl.envs.sandbox: hostile programs are contained and reported, and the host stays healthy.
+"""turnrl.sandbox: hostile programs are contained and reported, and the host stays healthy.
 
 An autouse fixture checks after every test that no sandbox process is left running. What is
-asserted depends on what the host can enforce (see the module docstring): ``MODE`` is the
+asserted depends on what the host can enforce (see the turnrl.sandbox docstring): ``MODE`` is the
 isolation ``"auto"`` picks here, and a few tests also force ``isolation="process"``.
 Limits are short (1 s for programs that must hang) but generous where a program must
 *finish*, so a loaded 2-core box does not turn a pass into a timeout.
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from turnrl.envs import sandbox as sandbox_module
-from turnrl.envs.sandbox import (
+from turnrl.sandbox import (
     NO_OUTPUT,
+    SANDBOX_UID_BASE,
     Sandbox,
     SandboxConfig,
     SandboxError,
@@ -32,6 +32,7 @@ from turnrl.envs.sandbox import (
     namespace_isolation_available,
     run_python,
 )
+from turnrl.sandbox import isolation as sandbox_isolation
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -146,7 +147,7 @@ def test_exception_is_a_traceback_and_one_error_line(quick):
     assert result.exit_code == 1
     assert result.error == "ZeroDivisionError: division by zero"
     assert 'File "<code>", line 2, in f' in result.stderr and "return 1 / 0" in result.stderr
-    assert "sandbox.py" not in result.stderr  # the sandbox's own frames are hidden
+    assert "child.py" not in result.stderr  # the sandbox's own frames are hidden
     assert result.observation().count("ZeroDivisionError") == 1
 
 
@@ -568,10 +569,10 @@ UID_MODES = ("full", "fs_root", "none")  # strongest first
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("uid_mode", UID_MODES)
 def test_root_worker_drops_privileges_in_every_uid_mode(monkeypatch, mode, uid_mode):
-    probed = sandbox_module._uid_mode(sys.executable)
+    probed = sandbox_isolation._uid_mode(sys.executable)
     if UID_MODES.index(uid_mode) < UID_MODES.index(probed):
         pytest.skip(f"this host supports only uid mode {probed!r}")
-    monkeypatch.setitem(sandbox_module._uid_modes, sys.executable, uid_mode)
+    monkeypatch.setitem(sandbox_isolation._uid_modes, sys.executable, uid_mode)
     code = (
         "import os\n"
         "status = dict(line.split(':', 1) for line in open('/proc/self/status'))\n"
@@ -586,7 +587,7 @@ def test_root_worker_drops_privileges_in_every_uid_mode(monkeypatch, mode, uid_m
     if uid_mode == "none":
         assert uid == 0
     else:
-        assert uid >= sandbox_module.SANDBOX_UID_BASE
+        assert uid >= SANDBOX_UID_BASE
 
 
 # -- results, configuration and setup errors --------------------------------------------------

@@ -13,7 +13,8 @@ from turnrl.envs.builtin.search_qa import SPEC, SearchQA
 from turnrl.envs.protocol import HasActionSampler, HasTools
 from turnrl.envs.retrieval import get_retriever, index_builds
 from turnrl.rewards import exact_match, f1, grounded, tool_cost
-from turnrl.types import Trajectory
+from turnrl.rollout.runner import ANSWER_KEYS
+from turnrl.types import EpisodeCounts, Trajectory
 
 CORPUS = [
     {"id": "bake", "title": "Bakery", "text": "The bakery on Mill Street sells bread and rolls."},
@@ -44,11 +45,13 @@ def play(env: SearchQA, seed: int, policy=None) -> tuple[list, list, dict]:
 
 def trajectory(messages: list, results: list, reset_info: dict) -> Trajectory:
     """What the runner records: the gold from reset info, the final answer and evidence from
-    step info, and the tool calls summed over the steps."""
-    info = {"answer": reset_info["answer"], "tool_calls": sum(r.info["tool_calls"]
-                                                              for r in results)}
-    info.update({k: results[-1].info[k] for k in ("final_answer", "retrieved")})
-    return Trajectory(env_id="search-qa-v0", seed=0, group_id=0, messages=messages, info=info)
+    step info (``info``), and the tool calls summed over the steps (``counts``)."""
+    info = {"answer": reset_info["answer"]}
+    info.update({k: results[-1].info[k] for k in ANSWER_KEYS if k in results[-1].info})
+    counts = EpisodeCounts(tool_calls=sum(r.info["tool_calls"] for r in results),
+                           tool_errors=sum(bool(r.info.get("tool_error")) for r in results))
+    return Trajectory(env_id="search-qa-v0", seed=0, group_id=0, messages=messages,
+                      counts=counts, info=info)
 
 
 @pytest.fixture(scope="module")
@@ -282,7 +285,9 @@ def test_info_keys_feed_the_rewards(env):
     assert {"tool_calls", "tool_error", "tool_error_kind", "final_answer", "retrieved",
             "answer", "success"} <= set(last)
     traj = trajectory(messages, results, reset_info)
+    assert set(traj.info) == {"answer", "final_answer", "retrieved"}  # the env's own keys
     assert exact_match(traj) == 1.0 and f1(traj) == 1.0 and grounded(traj) == 1.0
+    assert traj.counts is not None and traj.counts.tool_calls == len(results)
     assert tool_cost(traj, cost=0.1) == pytest.approx(-0.1 * len(results))
     # an ungrounded guess: correct by luck would still be 0 for grounded
     env.reset(seed=11)

@@ -30,14 +30,17 @@ from turnrl.rewards import (
     token_f1,
     tool_cost,
 )
-from turnrl.types import Trajectory
+from turnrl.types import EpisodeCounts, Trajectory
 
 
-def episode(*turns: tuple[str, str], sampled: int = 0, **info) -> Trajectory:
-    """A trajectory whose transcript is ``turns`` of (role, content); ``sampled`` tokens."""
+def episode(*turns: tuple[str, str], sampled: int = 0, tool_calls: int | None = None,
+            **info) -> Trajectory:
+    """A trajectory whose transcript is ``turns`` of (role, content); ``sampled`` tokens;
+    ``tool_calls`` as the runner would have counted them (None: not counted)."""
     return Trajectory(env_id="qa-v0", seed=7, group_id=0,
                       messages=[{"role": role, "content": text} for role, text in turns],
-                      loss_mask=[1] * sampled + [0] * 3, info=dict(info))
+                      loss_mask=[1] * sampled + [0] * 3, info=dict(info),
+                      counts=None if tool_calls is None else EpisodeCounts(tool_calls=tool_calls))
 
 
 def reply(text: str, **info) -> Trajectory:
@@ -209,6 +212,10 @@ def test_tool_cost():
                    ("assistant", "search[b]"), ("tool", "B"), ("assistant", "done"))
     assert count_tool_calls(traj) == 2
     assert tool_cost(traj) == pytest.approx(-0.2)
+    # a recorded count wins over the transcript (and an info key is not a count)
+    assert count_tool_calls(episode(("user", "Q"), ("tool", "A"), tool_calls=5)) == 5
+    assert count_tool_calls(episode(("user", "Q"), ("tool", "A"), tool_calls=0)) == 0
+    assert count_tool_calls(episode(("user", "Q"), ("tool", "A"), calls=9)) == 1
     with pytest.raises(ValueError, match="must be >= 0"):
         tool_cost(traj, cost=-1.0)
 
@@ -236,7 +243,7 @@ def test_tool_cost_counts_the_answer_call_as_the_runner_does():
     assert calls == 2 and [m["role"] for m in messages[2:]] == [
         "assistant", "tool", "assistant", "user"]
     recorded = Trajectory(env_id="python-v0", seed=0, group_id=0, messages=messages,
-                          info={"tool_calls": calls})
+                          counts=EpisodeCounts(tool_calls=calls))
     assert count_tool_calls(recorded) == 2
     assert tool_cost(recorded, cost=0.1, free_calls=1) == pytest.approx(-0.1)  # answer free
     by_hand = Trajectory(env_id="python-v0", seed=0, group_id=0, messages=messages)

@@ -12,7 +12,8 @@ from test_rollout_runner import PARAMS, ScriptedEngine, solve_last_question
 from turnrl import envs
 from turnrl.envs.builtin.arithmetic import Arithmetic
 from turnrl.rollout.runner import Runner
-from turnrl.train.loop import apply_rewards, handle_failures
+from turnrl.train.collect import Collector
+from turnrl.train.scoring import Shaping, outcome_rewards, score_episodes
 from turnrl.types import StepResult
 
 
@@ -68,18 +69,20 @@ def run(tokenizer, mode: str, seeds=range(8), **runner_kwargs):
 ])
 def test_a_failing_step_ends_only_its_episode(tokenizer, mode, expected) -> None:
     trajectories, engine = run(tokenizer, mode)
-    failed = [t for t in trajectories if "error" in t.info]
+    failed = [t for t in trajectories if t.error is not None]
     assert [t.seed for t in failed] == [1, 5]
     for t in failed:
-        message = t.info["error"]
+        message = t.error
         assert expected in message
         assert f"env arithmetic-v0, seed {t.seed}, env.step at turn 0" in message
         assert f"turnrl play arithmetic-v0 --seed {t.seed}" in message
-        assert t.truncated and not t.terminated and not t.info["success"]
+        assert t.truncated and not t.terminated and not t.success
         assert t.turn_rewards == [0.0] and t.num_sampled_tokens > 0  # the turn was played
+        assert "error" not in t.info and t.to_dict()["error"] == message
     for t in trajectories:
-        if "error" not in t.info:
-            assert t.info["success"] and t.turn_rewards == [1.0]
+        if t.error is None:
+            assert t.success and t.turn_rewards == [1.0]
+            assert "error" not in t.to_dict()
     assert len(engine.ended) == 8  # every session was closed
 
 
@@ -87,10 +90,10 @@ def test_a_hanging_step_times_out_without_stalling_the_rest(tokenizer) -> None:
     start = time.perf_counter()
     trajectories, _ = run(tokenizer, "hang", step_timeout_s=0.3)
     assert time.perf_counter() - start < 10  # not 2 x 30 s
-    failed = [t for t in trajectories if "error" in t.info]
+    failed = [t for t in trajectories if t.error is not None]
     assert [t.seed for t in failed] == [1, 5]
-    assert "did not return within 0.3 s (env.step_timeout_s)" in failed[0].info["error"]
-    assert sum(t.info["success"] for t in trajectories) == 6
+    assert "did not return within 0.3 s (env.step_timeout_s)" in failed[0].error
+    assert sum(t.success for t in trajectories) == 6
 
 
 @pytest.mark.parametrize(("mode", "expected"), [
@@ -101,9 +104,10 @@ def test_a_hanging_step_times_out_without_stalling_the_rest(tokenizer) -> None:
 def test_a_failing_reset_gives_an_empty_marked_episode(tokenizer, mode, expected) -> None:
     trajectories, _ = run(tokenizer, mode, seeds=range(4))
     failed = trajectories[1]
-    assert expected in failed.info["error"] and "outside env.step" in failed.info["error"]
+    assert failed.error is not None
+    assert expected in failed.error and "outside env.step" in failed.error
     assert failed.token_ids == [] and failed.num_turns == 0 and failed.truncated
-    assert all(t.info["success"] for i, t in enumerate(trajectories) if i != 1)
+    assert all(t.success for i, t in enumerate(trajectories) if i != 1)
 
 
 def test_engine_errors_are_not_swallowed(tokenizer) -> None:
@@ -116,18 +120,40 @@ def test_engine_errors_are_not_swallowed(tokenizer) -> None:
         runner.collect(lambda: envs.make("arithmetic-v0"), [0, 1], 1)
 
 
+def collect_once(trajectories, on_error: str, error_reward: float = -1.0):
+    """One collection of ``trajectories`` (single-episode groups) with ``env.on_error``."""
+    collector = Collector(lambda first, n: list(trajectories), rewards=None,
+                          shaping=Shaping(score_failures=on_error == "score",
+                                          error_reward=error_reward),
+                          filters=(), n_groups=len(trajectories), group_size=1, max_tries=1,
+                          max_failed_batches=3, env_id="arithmetic-v0")
+    return collector.collect()
+
+
 def test_failed_episodes_are_excluded_or_scored(tokenizer) -> None:
     trajectories, _ = run(tokenizer, "raise")
-    kept, failed = handle_failures(list(trajectories), on_error="exclude", error_reward=-1.0)
-    assert len(failed) == 2 and len(kept) == 6 and all("error" not in t.info for t in kept)
+    collected = collect_once(trajectories, "exclude")
+    kept = collected.trajectories
+    assert collected.metrics["rollout/env_errors"] == 2.0 and len(kept) == 6
+    assert all(t.error is None for t in kept)
+    assert [t.seed for t in kept] == [0, 2, 3, 4, 6, 7]  # in the batch's order
+    assert collected.outcomes.tolist() == [1.0] * 6
     trajectories, _ = run(tokenizer, "raise")
-    kept, failed = handle_failures(list(trajectories), on_error="score", error_reward=-1.0)
-    assert len(failed) == 2 and len(kept) == 8
-    assert [t.total_reward for t in kept if "error" in t.info] == [-1.0, -1.0]
+    collected = collect_once(trajectories, "score")
+    kept = collected.trajectories
+    assert collected.metrics["rollout/env_errors"] == 2.0 and len(kept) == 8
+    failed_rows = [i for i, t in enumerate(kept) if t.error is not None]
+    assert [kept[i].seed for i in failed_rows] == [1, 5]
+    assert [collected.outcomes[i].item() for i in failed_rows] == [-1.0, -1.0]
+    # the error reward sits on the last turn; the trajectory's env rewards are left as played
+    shaped = outcome_rewards(kept, collected.scores, Shaping(score_failures=True,
+                                                             error_reward=-1.0))
+    assert [shaped.turn_rewards[i].tolist() for i in failed_rows] == [[-1.0], [-1.0]]
+    assert [kept[i].turn_rewards for i in failed_rows] == [[0.0], [0.0]]
     # a failure before the first turn has nothing to train on: excluded even when scoring
     trajectories, _ = run(tokenizer, "reset", seeds=range(4))
-    kept, failed = handle_failures(list(trajectories), on_error="score", error_reward=-1.0)
-    assert len(failed) == 1 and len(kept) == 3
+    collected = collect_once(trajectories, "score")
+    assert collected.metrics["rollout/env_errors"] == 1.0 and len(collected.trajectories) == 3
 
 
 def test_a_raising_reward_function_fails_its_episode_only(tokenizer) -> None:
@@ -139,10 +165,14 @@ def test_a_raising_reward_function_fails_its_episode_only(tokenizer) -> None:
                 raise KeyError("answer")
             return 0.5, {"picky": 0.5}
 
-    apply_rewards(trajectories, Picky(), env_weight=1.0)
-    assert [t.total_reward for t in trajectories[:2]] == [1.5, 1.5]
-    assert "reward function raised KeyError" in trajectories[2].info["error"]
-    assert "seed 2" in trajectories[2].info["error"]
+    scores = score_episodes(trajectories, Picky())
+    assert [(s.total, s.terms, s.error) for s in scores[:2]] == [(0.5, {"picky": 0.5}, None)] * 2
+    shaped = outcome_rewards(trajectories, scores, Shaping(env_weight=1.0))
+    assert shaped.outcomes[:2].tolist() == [1.5, 1.5]
+    assert shaped.keep.tolist() == [True, True, False]  # env.on_error=exclude drops it
+    assert scores[2].error is not None and "reward function raised KeyError" in scores[2].error
+    assert "seed 2" in scores[2].error
+    assert trajectories[2].error is None  # the trajectory itself is not rewritten
 
 
 def test_oracle_demonstrations_skip_episodes_whose_env_fails() -> None:
@@ -161,7 +191,7 @@ def test_oracle_demonstrations_skip_episodes_whose_env_fails() -> None:
 
 def test_numpy_rewards_are_numbers(tokenizer) -> None:
     trajectories, _ = run(tokenizer, "numpy")
-    assert all("error" not in t.info for t in trajectories)
+    assert all(t.error is None for t in trajectories)
     assert [t.total_reward for t in trajectories] == [1.0] * 8
 
 

@@ -25,7 +25,7 @@ from turnrl.models.policy import token_logprobs
 from turnrl.rollout.engine import SamplingParams
 from turnrl.rollout.hf import HFEngine
 from turnrl.rollout.runner import Runner
-from turnrl.train.batch import layout
+from turnrl.train.layout import layout
 from turnrl.types import Trajectory
 
 SEEDS = [0, 1, 2]
@@ -97,7 +97,8 @@ def rollout(request, rollouts, models, tokenizer) -> Rollout:
 
 
 def overflowed(traj: Trajectory) -> bool:
-    return bool(traj.info["context_overflow"])
+    assert traj.counts is not None
+    return bool(traj.counts.context_overflow)
 
 
 def turn_runs(traj: Trajectory) -> dict[int, list[int]]:
@@ -159,7 +160,7 @@ def test_loss_mask_covers_exactly_the_sampled_tokens(rollout: Rollout, tokenizer
             assert eos not in sampled[:-1]
             expected = content + (tokenizer.eos_token if stopped else "")
             assert tokenizer.decode(sampled, skip_special_tokens=False) == expected
-        assert length_finishes == traj.info["length_finishes"]
+        assert traj.counts is not None and length_finishes == traj.counts.length_finishes
         total_sampled += traj.num_sampled_tokens
     # ... and nothing else: the engine produced exactly the masked tokens
     assert total_sampled == rollout.engine.stats["decode_tokens"]
@@ -173,8 +174,8 @@ def test_fresh_forward_reproduces_recorded_logprobs(rollout: Rollout, tokenizer)
                                   temperature=rollout.case.temperature)
     mask = batch.loss_mask.bool()
     assert int(mask.sum()) > 0
-    assert (fresh[mask] - batch.old_logprobs[mask]).abs().max().item() < 1e-4
-    assert torch.all(batch.old_logprobs[~mask] == 0.0)
+    assert (fresh[mask] - batch.logprobs[mask]).abs().max().item() < 1e-4
+    assert torch.all(batch.logprobs[~mask] == 0.0)
 
 
 # ------------------------------------------------------------------ invariant 4: deltas
@@ -197,7 +198,7 @@ def test_whole_conversation_template_equals_concatenated_deltas(rollout: Rollout
         differ = [i for i, (a, b) in enumerate(pairs) if a != b]
         assert all(whole.loss_mask[i] == 1 and traj.loss_mask[i] == 0 for i in differ)
         assert all(traj.token_ids[i] == eos for i in differ)
-        assert len(differ) == traj.info["length_finishes"]
+        assert traj.counts is not None and len(differ) == traj.counts.length_finishes
 
 
 def test_sft_cases_cover_turns_that_end_with_eos(rollouts, models, tokenizer) -> None:
@@ -210,10 +211,12 @@ def test_sft_cases_cover_turns_that_end_with_eos(rollouts, models, tokenizer) ->
             rollouts[case] = play(case, models[case.model], tokenizer)
         trajectories = rollouts[case].trajectories
         turns = sum(t.num_turns for t in trajectories)
-        stopped = turns - sum(t.info["length_finishes"] for t in trajectories)
+        finishes = [t.counts.length_finishes if t.counts else 0 for t in trajectories]
+        assert all(t.counts is not None for t in trajectories)
+        stopped = turns - sum(finishes)
         assert stopped >= turns / 4, case.id
         if case.env_id == "frozenlake-v0":
-            assert any(t.num_turns - t.info["length_finishes"] >= 2 for t in trajectories)
+            assert any(t.num_turns - f >= 2 for t, f in zip(trajectories, finishes, strict=True))
 
 
 def test_context_overflow_truncates_the_episode(rollouts, models, tokenizer) -> None:

@@ -55,7 +55,7 @@ def test_collect_groups_episodes_by_seed(tokenizer) -> None:
     assert [t.seed for t in trajectories] == [5, 5, 5, 6, 6, 6]
     assert [t.group_id for t in trajectories] == [10, 10, 10, 11, 11, 11]
     for t in trajectories:
-        assert t.info["success"] and t.terminated and not t.truncated
+        assert t.success and t.terminated and not t.truncated and t.error is None
         assert t.turn_rewards == [1.0] and t.messages[-1]["content"] == "Correct."
         assert t.logprobs.count(-0.1) == t.num_sampled_tokens
     # one session per episode, each ended once
@@ -67,8 +67,9 @@ def test_turn_rewards_and_truncation_at_max_turns(tokenizer) -> None:
     runner = Runner(engine, tokenizer, PARAMS)
     (t,) = runner.collect(lambda: envs.make("frozenlake-v0", max_turns=8), [0], 1)
     assert t.num_turns == 8 and t.turn_rewards == [0.0] * 8
-    assert t.truncated and not t.terminated and not t.info["success"]
-    assert t.info["invalid_actions"] == 0 and t.info["length_finishes"] == 0
+    assert t.truncated and not t.terminated and not t.success
+    assert t.counts is not None
+    assert t.counts.invalid_actions == 0 and t.counts.length_finishes == 0
     assert [m["role"] for m in t.messages].count("assistant") == 8
     assert t.messages[-1]["role"] == "user"  # the final observation is in the transcript
 
@@ -76,7 +77,7 @@ def test_turn_rewards_and_truncation_at_max_turns(tokenizer) -> None:
 def test_invalid_actions_are_counted(tokenizer) -> None:
     runner = Runner(ScriptedEngine(tokenizer, lambda text: "fly"), tokenizer, PARAMS)
     (t,) = runner.collect(lambda: envs.make("frozenlake-v0"), [0], 1)
-    assert t.info["invalid_actions"] == t.num_turns == 10
+    assert t.counts is not None and t.counts.invalid_actions == t.num_turns == 10
 
 
 class _RendezvousEnv:
@@ -106,7 +107,7 @@ def test_env_steps_of_concurrent_episodes_can_overlap(tokenizer) -> None:
     runner = Runner(ScriptedEngine(tokenizer, lambda text: "x"), tokenizer, PARAMS,
                     offload_env_steps=True)
     trajectories = runner.collect(_RendezvousEnv, [0], 2)
-    assert all(t.info["success"] for t in trajectories)
+    assert all(t.success for t in trajectories)
 
 
 class _SlowRendezvousEnv(_RendezvousEnv):
@@ -118,13 +119,13 @@ class _SlowRendezvousEnv(_RendezvousEnv):
 def test_envs_declaring_slow_steps_run_off_the_event_loop(tokenizer) -> None:
     runner = Runner(ScriptedEngine(tokenizer, lambda text: "x"), tokenizer, PARAMS)
     _RendezvousEnv.barrier.reset()
-    assert not any(t.info["success"] for t in runner.collect(_RendezvousEnv, [0], 2))
+    assert not any(t.success for t in runner.collect(_RendezvousEnv, [0], 2))
     _RendezvousEnv.barrier.reset()  # a fast env runs inline: the two steps could not meet
-    assert all(t.info["success"] for t in runner.collect(_SlowRendezvousEnv, [0], 2))
+    assert all(t.success for t in runner.collect(_SlowRendezvousEnv, [0], 2))
 
 
 def test_state_keys_are_recorded_per_turn_and_laid_out(tokenizer) -> None:
-    from turnrl.train.batch import layout
+    from turnrl.train.layout import layout
 
     # "up" from the start cell bumps the wall: the state (and its key) does not change
     replies = iter(["up", "down", "up", "down"] * 4)
@@ -132,24 +133,26 @@ def test_state_keys_are_recorded_per_turn_and_laid_out(tokenizer) -> None:
     small_lake = lambda: envs.make("frozenlake-v0", max_size=4, max_turns=6)  # noqa: E731
     first, second = runner.collect(small_lake, [3], 2)
     for traj in (first, second):
-        keys = traj.info["state_keys"]
+        keys = traj.state_keys
+        assert keys is not None and "state_keys" not in traj.info
         assert len(keys) == traj.num_turns
         assert all(isinstance(k, int) and k >= 0 for k in keys)
     # key i is the state before action i: "up" bumped (same state), then "down" moved
     assert first.num_turns >= 3
-    assert first.info["state_keys"][0] == first.info["state_keys"][1]
-    assert first.info["state_keys"][1] != first.info["state_keys"][2]
+    assert first.state_keys[0] == first.state_keys[1]
+    assert first.state_keys[1] != first.state_keys[2]
     batch = layout([first, second], tokenizer.pad_token_id)
-    keys = batch.adv_inputs.state_keys
-    assert keys is not None and keys.shape == batch.adv_inputs.turn_mask.shape
-    assert keys[0, : first.num_turns].tolist() == first.info["state_keys"]
-    assert bool((keys[batch.adv_inputs.turn_mask == 0] == -1).all())
+    keys = batch.state_keys
+    assert keys is not None and keys.shape == batch.turn_mask.shape
+    assert keys[0, : first.num_turns].tolist() == first.state_keys
+    assert bool((keys[batch.turn_mask == 0] == -1).all())
 
 
 def test_envs_without_state_keys_leave_them_out(tokenizer) -> None:
-    from turnrl.train.batch import layout
+    from turnrl.train.layout import layout
 
     runner = Runner(ScriptedEngine(tokenizer, solve_last_question), tokenizer, PARAMS)
     trajectories = runner.collect(lambda: envs.make("arithmetic-v0"), [1], 2)
-    assert "state_keys" not in trajectories[0].info
-    assert layout(trajectories, tokenizer.pad_token_id).adv_inputs.state_keys is None
+    assert trajectories[0].state_keys is None and "state_keys" not in trajectories[0].info
+    assert "state_keys" not in trajectories[0].to_dict()
+    assert layout(trajectories, tokenizer.pad_token_id).state_keys is None

@@ -11,11 +11,15 @@ import pytest
 import torch
 from torch import nn
 
+from turnrl.algos.presets import PRESETS
 from turnrl.rollout.stats import rollout_metrics
-from turnrl.train.batch import bucketed_batches, layout, micro_batches, select
 from turnrl.train.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
+from turnrl.train.layout import layout
+from turnrl.train.microbatch import bucketed_batches, micro_batches
+from turnrl.train.scoring import ScoredBatch
+from turnrl.train.stages import Passes, advantage_inputs
 from turnrl.train.tracking import MetricsLogger
-from turnrl.types import Trajectory
+from turnrl.types import EpisodeCounts, TrainBatch, Trajectory
 
 PAD = 0
 
@@ -32,8 +36,8 @@ def traj(n_prompt: int, turns: list[int], rewards: list[float], *, group: int = 
         turn_index += [k] * (n + 2)
     return Trajectory(env_id="x-v0", seed=0, group_id=group, messages=[], token_ids=ids,
                       loss_mask=mask, logprobs=lps, turn_index=turn_index, turn_rewards=rewards,
-                      terminated=terminated, truncated=not terminated,
-                      info={"success": success, "invalid_actions": 1, "length_finishes": 0})
+                      terminated=terminated, truncated=not terminated, success=success,
+                      counts=EpisodeCounts(invalid_actions=1, length_finishes=0))
 
 
 # ---------------------------------------------------------------------- layout / select
@@ -48,15 +52,23 @@ def test_layout_right_pads_every_per_token_list() -> None:
     assert batch.input_ids[1, n:].tolist() == [PAD] * (len(a.token_ids) - n)
     assert batch.attention_mask[1].tolist() == [1.0] * n + [0.0] * (len(a.token_ids) - n)
     assert batch.loss_mask[0].tolist() == [float(m) for m in a.loss_mask]
-    assert batch.old_logprobs[1, :n].tolist() == b.logprobs
-    inputs = batch.adv_inputs
-    assert inputs.turn_index[1].tolist() == b.turn_index + [-1] * (len(a.token_ids) - n)
+    assert batch.logprobs[1, :n].tolist() == b.logprobs
+    assert batch.turn_index[1].tolist() == b.turn_index + [-1] * (len(a.token_ids) - n)
     # K = most turns + 1: a spare column for turn-level bootstrap values
-    assert inputs.turn_rewards.tolist() == [[0.0, 1.0, 0.0], [0.5, 0.0, 0.0]]
-    assert inputs.turn_mask.tolist() == [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
-    assert inputs.group_ids.tolist() == [4, 5]
-    assert inputs.terminated.tolist() == [True, False]
+    assert batch.env_rewards.tolist() == [[0.0, 1.0, 0.0], [0.5, 0.0, 0.0]]
+    assert batch.turn_mask.tolist() == [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
+    assert batch.group_ids.tolist() == [4, 5]
+    assert batch.terminated.tolist() == [True, False]
+    assert batch.state_keys is None and batch.critic_prefix_ids is None
+    # the estimator's inputs are read off the batch (rewards: the scored ones)
+    inputs = advantage_inputs(ScoredBatch(batch, batch.env_rewards, {}), Passes(),
+                              PRESETS["grpo"])
     assert torch.equal(inputs.token_mask, batch.loss_mask)
+    assert torch.equal(inputs.turn_index, batch.turn_index)
+    assert torch.equal(inputs.turn_rewards, batch.env_rewards)
+    assert torch.equal(inputs.turn_mask, batch.turn_mask)
+    assert torch.equal(inputs.group_ids, batch.group_ids)
+    assert inputs.values is None and inputs.turn_values is None
 
 
 def test_layout_cuts_each_row_after_its_last_sampled_token() -> None:
@@ -79,28 +91,61 @@ def test_layout_of_nothing_is_an_error() -> None:
         layout([], PAD)
 
 
+def train_batch_of(tokens) -> TrainBatch:
+    """A TrainBatch over ``tokens`` whose advantages number the positions."""
+    adv = torch.arange(tokens.input_ids.numel(), dtype=torch.float).view_as(tokens.loss_mask)
+    return TrainBatch(input_ids=tokens.input_ids, attention_mask=tokens.attention_mask,
+                      loss_mask=tokens.loss_mask, old_logprobs=tokens.logprobs,
+                      advantages=adv, returns=2 * adv, kl_coef=0.25)
+
+
 def test_select_takes_rows_and_trims_padding() -> None:
     long, short = traj(10, [3], [1.0]), traj(2, [1], [0.0])
-    batch = layout([long, short, short], PAD)
-    batch.adv = torch.arange(batch.input_ids.numel(), dtype=torch.float).view_as(batch.loss_mask)
-    sub = select(batch, torch.tensor([2, 1]))
+    batch = train_batch_of(layout([long, short, short], PAD))
+    sub = batch.select(torch.tensor([2, 1]))
     width = len(short.token_ids) - 2  # without the final observation
     assert sub.input_ids.shape == (2, width)
-    assert torch.equal(sub.adv, batch.adv[[2, 1], :width])
-    assert sub.ret is None and sub.ref_logprobs is None
+    assert torch.equal(sub.advantages, batch.advantages[[2, 1], :width])
+    assert torch.equal(sub.returns, batch.returns[[2, 1], :width])
+    assert sub.ref_logprobs is None and sub.old_values is None and sub.is_weights is None
+    assert sub.kl_coef == 0.25 and sub.size == 2
 
 
-def test_batch_to_moves_every_per_row_tensor_and_keeps_the_advantage_inputs() -> None:
-    batch = layout([traj(4, [3], [1.0]), traj(2, [1, 2], [0.0, 1.0])], PAD)
-    batch.adv = torch.ones_like(batch.loss_mask)
-    assert batch.to("cpu") is batch  # already there: no copy
+def test_token_batch_select_trims_per_token_fields_only() -> None:
+    long, short = traj(10, [3], [1.0], group=1), traj(2, [1, 1], [0.0, 1.0], group=2)
+    tokens = layout([long, short, short], PAD, critic_prefixes=[[3], [3, 4, 5], [4, 5]])
+    rows = torch.tensor([2, 1])
+    sub = tokens.select(rows)
+    width = len(short.token_ids) - 2  # without the final observation
+    for name in ("input_ids", "attention_mask", "loss_mask", "logprobs", "turn_index"):
+        assert torch.equal(getattr(sub, name), getattr(tokens, name)[rows, :width]), name
+    # per-row fields keep their own width (K turns, P prefix tokens)
+    for name in ("turn_mask", "env_rewards", "group_ids", "terminated", "critic_prefix_ids",
+                 "critic_prefix_mask"):
+        assert torch.equal(getattr(sub, name), getattr(tokens, name)[rows]), name
+    assert sub.turn_mask.shape == (2, 3) and sub.critic_prefix_ids.shape == (2, 3)
+    assert sub.state_keys is None
+    assert tokens.input_ids.shape[1] > width  # the original is untouched
+
+
+def test_batch_to_moves_every_tensor_and_leaves_the_original() -> None:
+    tokens = layout([traj(4, [3], [1.0]), traj(2, [1, 2], [0.0, 1.0])], PAD)
+    batch = train_batch_of(tokens)
+    for b in (tokens, batch):
+        assert b.to("cpu") is b  # already there: no copy
     moved = batch.to("meta")  # a device that exists on every build
-    for name in ("input_ids", "attention_mask", "loss_mask", "old_logprobs", "adv"):
+    for name in ("input_ids", "attention_mask", "loss_mask", "old_logprobs", "advantages",
+                 "returns"):
         assert getattr(moved, name).device.type == "meta", name
         assert getattr(moved, name).shape == getattr(batch, name).shape
         assert getattr(batch, name).device.type == "cpu"  # the original is untouched
-    assert moved.ret is None and moved.is_weights is None
-    assert moved.adv_inputs is batch.adv_inputs
+    assert moved.ref_logprobs is None and moved.is_weights is None and moved.kl_coef == 0.25
+    moved_tokens = tokens.to("meta")  # per-row fields (the estimator's inputs) move too
+    for name in ("input_ids", "logprobs", "turn_index", "turn_mask", "env_rewards",
+                 "group_ids", "terminated"):
+        assert getattr(moved_tokens, name).device.type == "meta", name
+        assert getattr(tokens, name).device.type == "cpu"
+    assert moved_tokens.state_keys is None
 
 
 def test_bucketed_batches_partition_the_rows() -> None:
@@ -154,8 +199,17 @@ def test_rollout_metrics_by_hand() -> None:
     assert m["rollout/sampled_tokens"] == pytest.approx((3 + 2 + 1 + 1) / 4)
     assert m["rollout/truncated"] == 0.25
     assert m["rollout/invalid_actions"] == 1.0
+    assert m["rollout/length_finishes"] == 0.0
     assert m["rollout/episodes"] == 4.0
     assert all(k.startswith(("rollout/", "reward/")) for k in m)
+    # the scored outcome rewards replace the env's when given
+    scored = rollout_metrics(trajectories, [2.0, 0.0, 1.0, 1.0])
+    assert scored["reward/mean"] == 1.0
+    assert scored["reward/group_std"] == pytest.approx((1.0 + 0.0) / 2)
+    assert scored["rollout/success"] == 0.75
+    # hand-built trajectories without the runner's counts count nothing
+    bare = rollout_metrics([Trajectory(env_id="x-v0", seed=0, group_id=0, messages=[])])
+    assert bare["rollout/invalid_actions"] == 0.0 and bare["rollout/tool_calls"] == 0.0
 
 
 # ---------------------------------------------------------------------- metrics logger
@@ -251,13 +305,12 @@ def test_latest_checkpoint_ignores_incomplete_ones(tmp_path: Path) -> None:
 
 
 def test_turn_start_values_read_the_critic_before_each_turn() -> None:
-    from turnrl.train.batch import turn_start_values
+    from turnrl.train.stages import turn_start_values
 
     a, b = traj(3, [2, 1], [0.0, 1.0], group=4), traj(2, [1], [0.5], group=5, terminated=False)
     batch = layout([a, b], PAD)
-    inputs = batch.adv_inputs
     values = torch.arange(batch.input_ids.numel(), dtype=torch.float).view_as(batch.input_ids)
-    turn_values = turn_start_values(values, inputs)
+    turn_values = turn_start_values(values, batch)
     for row, t in enumerate((a, b)):
         for k in range(t.num_turns):
             first = next(i for i, (m, ti) in enumerate(zip(t.loss_mask, t.turn_index,

@@ -11,15 +11,24 @@ import torch
 
 from turnrl import envs
 from turnrl.algos.presets import PRESETS
+from turnrl.config import CriticConfig, TrainConfig
 from turnrl.models.policy import ValueModel
 from turnrl.rollout.engine import SamplingParams
 from turnrl.rollout.hf import HFEngine
 from turnrl.rollout.runner import Runner
-from turnrl.train.batch import layout
-from turnrl.train.learner import Learner, OptimConfig
-from turnrl.types import Batch
+from turnrl.train.layout import layout
+from turnrl.train.learner import Learner
+from turnrl.types import TrainBatch
 
 NO_CLIP = 1e9  # gradient clipping off, so captured gradients are the raw accumulated ones
+
+
+def train_cfg(**overrides) -> TrainConfig:
+    """``train.*`` for the learner: padded passes (no shared prefixes) unless asked, room for
+    the batch sizes below, and ``micro_batch_size`` at most ``mini_batch_size``."""
+    knobs = {"n_groups": 8, "group_size": 8, "share_prefix": False, **overrides}
+    knobs.setdefault("micro_batch_size", min(16, knobs.get("mini_batch_size", 64)))
+    return TrainConfig(**knobs)
 
 
 @pytest.fixture(scope="module")
@@ -36,27 +45,27 @@ def trajectories(load_sft, tokenizer):
     return trajs
 
 
-def make_batch(trajectories, tokenizer, *, seed: int = 0) -> Batch:
-    batch = layout(trajectories, tokenizer.pad_token_id)
+def make_batch(trajectories, tokenizer, *, seed: int = 0) -> TrainBatch:
+    tokens = layout(trajectories, tokenizer.pad_token_id)
     generator = torch.Generator().manual_seed(seed)
-    mask = batch.loss_mask
-    batch.adv = torch.randn(mask.shape, generator=generator) * mask
-    batch.ret = (torch.rand(batch.size, 1, generator=generator) * 2 - 1).expand_as(mask) * mask
+    mask = tokens.loss_mask
+    adv = torch.randn(mask.shape, generator=generator) * mask
+    ret = (torch.rand(tokens.size, 1, generator=generator) * 2 - 1).expand_as(mask) * mask
     # behaviour log-probs a little off the current policy: ratios ≠ 1, some tokens clipped
-    batch.old_logprobs = batch.old_logprobs + 0.3 * torch.randn(mask.shape,
-                                                                generator=generator) * mask
-    return batch
+    old = tokens.logprobs + 0.3 * torch.randn(mask.shape, generator=generator) * mask
+    return TrainBatch(input_ids=tokens.input_ids, attention_mask=tokens.attention_mask,
+                      loss_mask=mask, old_logprobs=old, advantages=adv, returns=ret)
 
 
-def captured_policy_gradient(policy, batch: Batch, algo, *, micro: int,
+def captured_policy_gradient(policy, batch: TrainBatch, algo, *, micro: int,
                              reference=None, tokens: int | None = None, pack: bool = False,
                              share_prefix: bool = False
                              ) -> tuple[dict[str, torch.Tensor], dict]:
     """The gradient one ``_policy_step`` over the whole batch hands to the optimizer."""
-    optim = OptimConfig(lr=1e-3, max_grad_norm=NO_CLIP, mini_batch_size=batch.size,
-                        micro_batch_size=micro, micro_batch_tokens=tokens, pack=pack,
-                        share_prefix=share_prefix)
-    learner = Learner(policy, algo, optim, reference=reference)
+    train = train_cfg(lr=1e-3, max_grad_norm=NO_CLIP, mini_batch_size=batch.size,
+                      micro_batch_size=micro, micro_batch_tokens=tokens, packing=pack,
+                      share_prefix=share_prefix)
+    learner = Learner(policy, algo, train, reference=reference)
     grads: dict[str, torch.Tensor] = {}
 
     def capture() -> None:
@@ -104,8 +113,11 @@ def test_micro_batch_invariance_holds_with_a_kl_penalty(load_sft, tokenizer,
         for p in reference.parameters():
             p.add_(0.05 * torch.randn_like(p))
     policy = load_sft()
-    probe = Learner(policy, algo, OptimConfig(micro_batch_size=3), reference=reference)
-    batch.ref_logprobs = probe.reference_logprobs(batch)
+    probe = Learner(policy, algo, train_cfg(micro_batch_size=3), reference=reference)
+    tokens = layout(trajectories, tokenizer.pad_token_id)
+    # the KL loss weight travels with the batch
+    batch = dataclasses.replace(batch, ref_logprobs=probe.reference_logprobs(tokens),
+                                kl_coef=algo.kl_coef)
     full, full_metrics = captured_policy_gradient(policy, batch, algo, micro=8,
                                                   reference=reference)
     split, split_metrics = captured_policy_gradient(policy, batch, algo, micro=2,
@@ -118,19 +130,18 @@ def test_micro_batch_invariance_holds_with_a_kl_penalty(load_sft, tokenizer,
 
 def test_reference_logprobs_are_the_same_in_any_chunking(load_sft, tokenizer,
                                                          trajectories) -> None:
-    batch = make_batch(trajectories, tokenizer)
+    batch = layout(trajectories, tokenizer.pad_token_id)
     reference = load_sft().eval()
     algo = dataclasses.replace(PRESETS["grpo"], kl_coef=0.1)
-    a = Learner(load_sft(), algo, OptimConfig(micro_batch_size=3),
+    a = Learner(load_sft(), algo, train_cfg(micro_batch_size=3),
                 reference=reference).reference_logprobs(batch)
-    b = Learner(load_sft(), algo, OptimConfig(micro_batch_size=8),
+    b = Learner(load_sft(), algo, train_cfg(micro_batch_size=8),
                 reference=reference).reference_logprobs(batch)
     real = batch.attention_mask.bool()  # padding positions are never read (loss_mask = 0)
     torch.testing.assert_close(a[real], b[real], rtol=0, atol=1e-5)
     # and they reproduce the behaviour log-probs of the (same) sampling policy
-    plain = layout(trajectories, tokenizer.pad_token_id)
-    mask = plain.loss_mask.bool()
-    assert (a[mask] - plain.old_logprobs[mask]).abs().max() < 1e-4
+    mask = batch.loss_mask.bool()
+    assert (a[mask] - batch.logprobs[mask]).abs().max() < 1e-4
 
 
 def test_kl_term_is_zero_when_the_reference_is_the_policy(load_sft, tokenizer,
@@ -139,14 +150,18 @@ def test_kl_term_is_zero_when_the_reference_is_the_policy(load_sft, tokenizer,
     policy = load_sft()
     reference = copy.deepcopy(policy).eval().requires_grad_(False)
     with_kl = dataclasses.replace(PRESETS["grpo"], kl_coef=1.0, kl_estimator="k3")
-    batch.ref_logprobs = Learner(policy, with_kl, OptimConfig(),
-                                 reference=reference).reference_logprobs(batch)
+    ref_logprobs = Learner(policy, with_kl, train_cfg(), reference=reference
+                           ).reference_logprobs(layout(trajectories, tokenizer.pad_token_id))
+    batch = dataclasses.replace(batch, ref_logprobs=ref_logprobs, kl_coef=1.0)
     grads_kl, metrics = captured_policy_gradient(policy, batch, with_kl, micro=4,
                                                  reference=reference)
     assert metrics["loss/kl"] == pytest.approx(0.0, abs=1e-6)
     assert metrics["loss/total"] == pytest.approx(metrics["loss/policy"], abs=1e-6)
     # k3's gradient vanishes at π = π_ref: the update is the plain policy-gradient one
-    grads_plain, _ = captured_policy_gradient(policy, batch, PRESETS["grpo"], micro=4)
+    plain = dataclasses.replace(batch, kl_coef=0.0)
+    grads_plain, plain_metrics = captured_policy_gradient(policy, plain, PRESETS["grpo"],
+                                                          micro=4)
+    assert "loss/kl" not in plain_metrics  # kl_coef 0: no KL term
     for name in grads_plain:
         torch.testing.assert_close(grads_kl[name], grads_plain[name], rtol=1e-4, atol=1e-6)
 
@@ -156,8 +171,8 @@ def test_update_changes_parameters_and_reports_metrics(load_sft, tokenizer,
     batch = make_batch(trajectories, tokenizer)
     policy = load_sft()
     before = {k: v.clone() for k, v in policy.state_dict().items()}
-    optim = OptimConfig(lr=1e-3, epochs=2, mini_batch_size=4, micro_batch_size=2)
-    metrics = Learner(policy, PRESETS["grpo"], optim).update(batch)
+    train = train_cfg(lr=1e-3, epochs=2, mini_batch_size=4, micro_batch_size=2)
+    metrics = Learner(policy, PRESETS["grpo"], train).update(batch)
     assert metrics["loss/optimizer_steps"] == 4.0  # 2 epochs x (8 / 4) mini-batches
     assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
     assert all(k.startswith("loss/") for k in metrics)
@@ -166,45 +181,52 @@ def test_update_changes_parameters_and_reports_metrics(load_sft, tokenizer,
 
 
 def test_update_without_advantages_is_an_error(load_tiny, tokenizer, trajectories) -> None:
-    batch = layout(trajectories, tokenizer.pad_token_id)
-    with pytest.raises(ValueError, match="advantages"):
-        Learner(load_tiny(), PRESETS["grpo"], OptimConfig()).update(batch)
+    tokens = layout(trajectories, tokenizer.pad_token_id)
+    # the learner's batch cannot be built without advantages (and returns)
+    with pytest.raises(TypeError, match="advantages"):
+        TrainBatch(input_ids=tokens.input_ids, attention_mask=tokens.attention_mask,
+                   loss_mask=tokens.loss_mask, old_logprobs=tokens.logprobs)  # type: ignore[call-arg]
+    # and a laid-out token batch (no advantages yet) is not something update can train on
+    with pytest.raises(AttributeError, match="old_logprobs"):
+        Learner(load_tiny(), PRESETS["grpo"], train_cfg()).update(tokens)  # type: ignore[arg-type]
 
 
 def test_critic_steps_lower_the_value_loss_and_leave_the_policy_alone(load_sft, tokenizer,
                                                                       trajectories) -> None:
     batch = make_batch(trajectories, tokenizer)
-    batch.ret = batch.loss_mask * torch.tensor([1.0, 0.5] * 4)[:, None]  # learnable targets
+    batch = dataclasses.replace(  # learnable targets
+        batch, returns=batch.loss_mask * torch.tensor([1.0, 0.5] * 4)[:, None])
     policy = load_sft()
     policy_before = {k: v.clone() for k, v in policy.state_dict().items()}
     critic = ValueModel.from_policy(policy)
     with torch.no_grad():  # a fresh critic predicts 0 everywhere (zero-initialised head)
         assert torch.all(critic(batch.input_ids, batch.attention_mask) == 0)
-    optim = OptimConfig(critic_lr=1e-2, mini_batch_size=8, micro_batch_size=4)
-    learner = Learner(policy, PRESETS["ppo"], optim, critic=critic)
+    learner = Learner(policy, PRESETS["ppo"], train_cfg(mini_batch_size=8, micro_batch_size=4),
+                      critic_cfg=CriticConfig(lr=1e-2), critic=critic)
     rows = torch.arange(batch.size)
     losses = [learner._critic_step(batch, rows)["loss/value"] for _ in range(10)]
     # value loss ½ (V − R)², token mean: with V ≡ 0 it is ½ Σ R² / Σ mask
     assert losses[0] == pytest.approx(
-        float(0.5 * (batch.ret**2).sum() / batch.loss_mask.sum()), rel=1e-5)
+        float(0.5 * (batch.returns**2).sum() / batch.loss_mask.sum()), rel=1e-5)
     assert max(losses[-3:]) < 0.5 * losses[0]
     # the critic has its own copy of the body: the policy did not move
     assert all(torch.equal(v, policy_before[k]) for k, v in policy.state_dict().items())
-    values = learner.critic_values(batch)
+    values = learner.critic_values(layout(trajectories, tokenizer.pad_token_id))
     assert values.shape == batch.loss_mask.shape and torch.isfinite(values).all()
 
 
 def test_shared_critic_is_a_head_on_the_policy_trained_by_a_joint_loss(load_sft, tokenizer,
                                                                       trajectories) -> None:
     batch = make_batch(trajectories, tokenizer)
-    batch.ret = batch.loss_mask * torch.tensor([1.0, 0.5] * 4)[:, None]
+    batch = dataclasses.replace(
+        batch, returns=batch.loss_mask * torch.tensor([1.0, 0.5] * 4)[:, None])
     policy = load_sft()
     critic = ValueModel.from_policy(policy, shared=True)
     # the body is the policy's own: only the head is the critic's
     assert [n for n, _ in critic.named_parameters()] == ["head.weight", "head.bias"]
     assert critic.body is policy.model
-    learner = Learner(policy, PRESETS["ppo"], OptimConfig(critic_lr=1e-2, mini_batch_size=8,
-                                                          micro_batch_size=4), critic=critic)
+    learner = Learner(policy, PRESETS["ppo"], train_cfg(mini_batch_size=8, micro_batch_size=4),
+                      critic_cfg=CriticConfig(lr=1e-2), critic=critic)
     assert learner.critic_optimizer is None  # one optimizer: policy + head
     head_ids = {id(p) for p in critic.head.parameters()}
     assert head_ids <= {id(p) for g in learner.optimizer.param_groups for p in g["params"]}
@@ -213,7 +235,7 @@ def test_shared_critic_is_a_head_on_the_policy_trained_by_a_joint_loss(load_sft,
     metrics = learner.update(batch)
     # V ≡ 0 before the step: value loss ½ Σ R² / Σ mask, reported from the joint loss
     assert metrics["loss/value"] == pytest.approx(
-        float(0.5 * (batch.ret**2).sum() / batch.loss_mask.sum()), rel=1e-5)
+        float(0.5 * (batch.returns**2).sum() / batch.loss_mask.sum()), rel=1e-5)
     assert not torch.equal(critic.head.weight, head_before)
     assert any(not torch.equal(v, body_before[k]) for k, v in policy.model.state_dict().items())
     # the values the joint loss read are the critic's forward values (on real tokens)
@@ -229,46 +251,45 @@ def test_shared_critic_is_a_head_on_the_policy_trained_by_a_joint_loss(load_sft,
 def test_critic_warmup_leaves_the_policy_alone(load_sft, tokenizer, trajectories,
                                                shared: bool) -> None:
     batch = make_batch(trajectories, tokenizer)
-    batch.ret = batch.loss_mask * torch.tensor([1.0, 0.5] * 4)[:, None]
+    batch = dataclasses.replace(
+        batch, returns=batch.loss_mask * torch.tensor([1.0, 0.5] * 4)[:, None])
     policy = load_sft()
     policy_before = {k: v.clone() for k, v in policy.state_dict().items()}
     critic = ValueModel.from_policy(policy, shared=shared)
-    learner = Learner(policy, PRESETS["ppo"], OptimConfig(critic_lr=1e-2, mini_batch_size=4,
-                                                          micro_batch_size=4), critic=critic)
+    learner = Learner(policy, PRESETS["ppo"], train_cfg(mini_batch_size=4, micro_batch_size=4),
+                      critic_cfg=CriticConfig(lr=1e-2), critic=critic)
     losses = [learner.update(batch, train_policy=False)["loss/value"] for _ in range(8)]
     assert losses[-1] < losses[0]
     assert all(torch.equal(v, policy_before[k]) for k, v in policy.state_dict().items())
     with pytest.raises(ValueError, match="needs a critic"):
-        Learner(policy, PRESETS["grpo"], OptimConfig()).update(batch, train_policy=False)
+        Learner(policy, PRESETS["grpo"], train_cfg()).update(batch, train_policy=False)
 
 
 def test_privileged_prefix_changes_the_values_but_not_their_alignment(load_sft, tokenizer,
                                                                      trajectories) -> None:
-    from turnrl.train.batch import select, with_critic_prefix
-
-    batch = make_batch(trajectories, tokenizer)
     policy = load_sft()
     critic = ValueModel.from_policy(policy)
     torch.nn.init.normal_(critic.head.weight, generator=torch.Generator().manual_seed(0))
     prefixes = [[5, 6, 7], [8]] * 4
-    with_critic_prefix(batch, prefixes, tokenizer.pad_token_id)
+    batch = layout(trajectories, tokenizer.pad_token_id, critic_prefixes=prefixes)
     # left-padded to the longest prefix
     assert batch.critic_prefix_ids.tolist()[1] == [tokenizer.pad_token_id] * 2 + [8]
     assert batch.critic_prefix_mask.tolist()[:2] == [[1.0, 1.0, 1.0], [0.0, 0.0, 1.0]]
-    learner = Learner(policy, PRESETS["ppo"], OptimConfig(micro_batch_size=3), critic=critic)
+    learner = Learner(policy, PRESETS["ppo"], train_cfg(micro_batch_size=3), critic=critic)
     with_prefix = learner.critic_values(batch)
     plain = critic(batch.input_ids, batch.attention_mask).detach()
     real = batch.attention_mask.bool()
     assert with_prefix.shape == plain.shape
     assert not torch.allclose(with_prefix[real], plain[real])
     # row 1 alone with its own unpadded prefix: the same values (padding never shifts them)
-    alone = select(batch, torch.tensor([1]))
-    alone.critic_prefix_ids, alone.critic_prefix_mask = torch.tensor([[8]]), torch.ones(1, 1)
+    alone = dataclasses.replace(batch.select(torch.tensor([1])),
+                                critic_prefix_ids=torch.tensor([[8]]),
+                                critic_prefix_mask=torch.ones(1, 1))
     width = alone.input_ids.shape[1]
     torch.testing.assert_close(learner.critic_values(alone)[0], with_prefix[1, :width],
                                atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="3 critic prefixes for a batch of 8"):
-        with_critic_prefix(batch, prefixes[:3], tokenizer.pad_token_id)
+        layout(trajectories, tokenizer.pad_token_id, critic_prefixes=prefixes[:3])
 
 
 def snapshot(module) -> dict[str, torch.Tensor]:
@@ -282,14 +303,15 @@ def test_a_nan_in_the_loss_skips_the_update_and_keeps_the_weights(load_sft, toke
     clean batch afterwards updates normally."""
     batch = make_batch(trajectories, tokenizer)
     policy = load_sft()
-    learner = Learner(policy, PRESETS["grpo"], OptimConfig(mini_batch_size=4,
-                                                           micro_batch_size=4))
+    learner = Learner(policy, PRESETS["grpo"], train_cfg(mini_batch_size=4, micro_batch_size=4))
     clean = learner.update(batch)  # two optimizer steps of a healthy batch
     assert clean.get("loss/skipped_steps", 0.0) == 0.0
     before, state_before = snapshot(policy), copy.deepcopy(learner.optimizer.state_dict())
     poisoned = make_batch(trajectories, tokenizer)
     sampled = poisoned.loss_mask.nonzero()[0]
-    poisoned.adv[sampled[0], sampled[1]] = float("nan")  # lands in one of the two mini-batches
+    advantages = poisoned.advantages.clone()
+    advantages[sampled[0], sampled[1]] = float("nan")  # lands in one of the two mini-batches
+    poisoned = dataclasses.replace(poisoned, advantages=advantages)
     metrics = learner.update(poisoned)
     assert metrics["loss/skipped_steps"] == 1.0 and metrics["loss/optimizer_steps"] == 2.0
     assert "policy update skipped" in caplog.text
@@ -300,7 +322,7 @@ def test_a_nan_in_the_loss_skips_the_update_and_keeps_the_weights(load_sft, toke
     assert all(torch.isfinite(v).all() for v in policy.state_dict().values())
     assert any(not torch.equal(v, before[k]) for k, v in policy.state_dict().items())
     # one mini-batch holding the poisoned row: nothing moves at all
-    learner.optim.mini_batch_size = 8
+    learner.train = learner.train.model_copy(update={"mini_batch_size": 8})
     before, state_before = snapshot(policy), copy.deepcopy(learner.optimizer.state_dict())
     metrics = learner.update(poisoned)
     assert metrics["loss/skipped_steps"] == 1.0 and metrics["loss/optimizer_steps"] == 1.0
@@ -318,12 +340,12 @@ def test_a_batch_without_signal_moves_nothing_even_with_adam_momentum(load_sft, 
     rising for 10 steps of zero gradient)."""
     batch = make_batch(trajectories, tokenizer)
     policy = load_sft()
-    learner = Learner(policy, PRESETS["grpo"], OptimConfig(lr=1e-3, mini_batch_size=4,
-                                                           micro_batch_size=4))
+    learner = Learner(policy, PRESETS["grpo"], train_cfg(lr=1e-3, mini_batch_size=4,
+                                                         micro_batch_size=4))
     learner.update(batch)  # real gradients: AdamW has momentum now
     before, state_before = snapshot(policy), copy.deepcopy(learner.optimizer.state_dict())
     silent = make_batch(trajectories, tokenizer)
-    silent.adv = torch.zeros_like(silent.adv)
+    silent = dataclasses.replace(silent, advantages=torch.zeros_like(silent.advantages))
     metrics = learner.update(silent)
     assert metrics["loss/grad_norm"] == 0.0
     assert metrics["loss/no_signal_skipped_steps"] == 2.0  # both mini-batches
@@ -341,12 +363,13 @@ def test_a_batch_without_signal_moves_nothing_even_with_adam_momentum(load_sft, 
 
 def test_an_infinite_return_skips_the_critic_step(load_sft, tokenizer, trajectories) -> None:
     batch = make_batch(trajectories, tokenizer)
-    batch.ret = batch.ret.clone()
-    batch.ret[batch.loss_mask.nonzero()[0].tolist()[0]] = float("inf")
+    returns = batch.returns.clone()
+    returns[batch.loss_mask.nonzero()[0].tolist()[0]] = float("inf")
+    batch = dataclasses.replace(batch, returns=returns)
     policy = load_sft()
     critic = ValueModel.from_policy(policy)
-    learner = Learner(policy, PRESETS["ppo"], OptimConfig(critic_lr=1e-2, mini_batch_size=8),
-                      critic=critic)
+    learner = Learner(policy, PRESETS["ppo"], train_cfg(mini_batch_size=8),
+                      critic_cfg=CriticConfig(lr=1e-2), critic=critic)
     before = snapshot(critic)
     metrics = learner._critic_step(batch, torch.arange(batch.size))
     assert metrics["loss/value_skipped_steps"] == 1.0
@@ -359,13 +382,19 @@ def test_cutting_the_final_observation_changes_no_gradient(
     the log-prob of a sampled token: the learner's gradient is the same without them."""
     tails = [dataclasses.replace(t, terminated=False, truncated=True) for t in trajectories]
     assert sum(t.loss_mask[-1] == 0 for t in tails) >= 4  # most ledgers end in an observation
-    full = layout(tails, tokenizer.pad_token_id, bootstrap_truncated=True)
-    cut = layout(tails, tokenizer.pad_token_id, bootstrap_truncated=False)
-    assert cut.attention_mask.sum() < full.attention_mask.sum()
-    for batch in (full, cut):  # the same advantage and behaviour log-prob at each position
-        position = torch.arange(batch.loss_mask.shape[1], dtype=torch.float)
-        batch.adv = torch.cos(position)[None, :] * batch.loss_mask
-        batch.old_logprobs = batch.old_logprobs + 0.2 * torch.sin(position) * batch.loss_mask
+    layouts = [layout(tails, tokenizer.pad_token_id, bootstrap_truncated=keep)
+               for keep in (True, False)]
+    assert layouts[1].attention_mask.sum() < layouts[0].attention_mask.sum()
+
+    def by_position(t) -> TrainBatch:  # the same advantage and behaviour log-prob per position
+        position = torch.arange(t.loss_mask.shape[1], dtype=torch.float)
+        return TrainBatch(input_ids=t.input_ids, attention_mask=t.attention_mask,
+                          loss_mask=t.loss_mask,
+                          old_logprobs=t.logprobs + 0.2 * torch.sin(position) * t.loss_mask,
+                          advantages=torch.cos(position)[None, :] * t.loss_mask,
+                          returns=torch.zeros_like(t.loss_mask))
+
+    full, cut = (by_position(t) for t in layouts)
     grads_full, _ = captured_policy_gradient(load_sft(), full, PRESETS["grpo"], micro=4)
     grads_cut, _ = captured_policy_gradient(load_sft(), cut, PRESETS["grpo"], micro=4)
     assert grads_full.keys() == grads_cut.keys()

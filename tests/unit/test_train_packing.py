@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from turnrl.models.policy import ValueModel, logprobs_from_logits
-from turnrl.train.packing import first_fit_decreasing, pack, packed_forward, packed_passes
+from turnrl.train.microbatch import packed_passes
+from turnrl.train.packing import first_fit_decreasing, pack, packed_forward
 
 
 def padded(lengths: list[int], vocab: int = 90, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -101,7 +102,7 @@ def test_first_fit_decreasing_fills_bins_within_capacity() -> None:
 
 
 def test_packed_passes_bound_rows_and_tokens() -> None:
-    from turnrl.train.batch import layout
+    from turnrl.train.layout import layout
     from turnrl.types import Trajectory
 
     lengths = [5, 2, 7, 3, 1, 9, 4, 4]

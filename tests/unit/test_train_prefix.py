@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from turnrl.models.policy import logprobs_from_logits
-from turnrl.train.batch import micro_batches
+from turnrl.train.microbatch import micro_batches
 from turnrl.train.prefix import prompt_ids, prompt_lengths, prompt_sorted, shared_prefix_forward
-from turnrl.types import Batch
+from turnrl.types import TrainBatch
 
 
 def grouped(prompts: list[list[int]], rests: list[tuple[int, list[int]]]
@@ -100,8 +100,9 @@ def test_shared_prefix_forward_declines_when_nothing_is_shared(load_sft) -> None
 
 def test_micro_batches_by_prompt_keep_a_group_together() -> None:
     ids, mask, loss = grouped(PROMPTS, RESTS)
-    batch = Batch(input_ids=ids, attention_mask=mask, loss_mask=loss,
-                  old_logprobs=torch.zeros_like(mask), adv_inputs=None)  # type: ignore[arg-type]
+    zeros = torch.zeros_like(mask)
+    batch = TrainBatch(input_ids=ids, attention_mask=mask, loss_mask=loss, old_logprobs=zeros,
+                       advantages=zeros, returns=zeros)
     passes = micro_batches(batch, torch.arange(6), max_rows=3, by_prompt=True)
     assert [p.tolist() for p in passes] == [[2, 0, 5], [1, 4, 3]]
     # the token budget uses the longest row of each pass, whatever the order

@@ -11,7 +11,7 @@ import torch
 
 from turnrl import envs
 from turnrl.models.policy import token_logprobs
-from turnrl.train.batch import layout
+from turnrl.train.layout import layout
 from turnrl.train.sft import (
     DatasetError,
     conversations_to_trajectories,

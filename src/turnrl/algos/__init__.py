@@ -5,7 +5,13 @@ Importing ``turnrl.algos`` fills ``ADVANTAGES``, ``POLICY_LOSSES``, ``AGGREGATIO
 reinforce_pp, ppo). Formulas and papers: ``docs/algorithms.md``.
 """
 
-from turnrl.algos import advantages, aggregation, kl, losses  # noqa: F401  (fill the registries)
+from turnrl.algos import (  # noqa: F401  (fill the registries)
+    advantages,
+    aggregation,
+    kl,
+    losses,
+    turn_advantages,
+)
 from turnrl.algos.correction import AdaptiveKLController, behaviour_correction, kl_token_penalty
 from turnrl.algos.functional import entropy_from_logits, masked_mean, masked_whiten
 from turnrl.algos.losses import value_loss

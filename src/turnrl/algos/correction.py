@@ -19,15 +19,25 @@ from typing import ClassVar, Literal
 import torch
 from torch import Tensor
 
+from turnrl.algos.filters import turn_sums
 from turnrl.algos.functional import masked_mean, masked_var
-from turnrl.algos.registry import KL_ESTIMATORS
+from turnrl.algos.registry import (
+    KL_ESTIMATORS,
+    register_correction,
+    register_kl_placement,
+)
 
 __all__ = [
     "BEHAVIOUR_MODES",
     "AdaptiveKLController",
     "BehaviourMode",
     "behaviour_correction",
+    "kl_in_loss",
+    "kl_in_reward",
     "kl_token_penalty",
+    "masked_is",
+    "no_correction",
+    "truncated_is",
 ]
 
 BehaviourMode = Literal["none", "tis", "mask"]
@@ -125,6 +135,59 @@ def kl_token_penalty(
         logp = torch.where(mask, logprobs, 0.0)
         ref = torch.where(mask, ref_logprobs, 0.0)
         return torch.where(mask, -coef * kl_fn(logp, ref), 0.0)
+
+
+@register_correction("none", needs_learner_logprobs=False)
+def no_correction(sampling_logprobs: Tensor, learner_logprobs: Tensor | None,
+                  token_mask: Tensor, *, threshold: float = 2.0
+                  ) -> tuple[Tensor, Tensor | None, dict[str, float]]:
+    """No correction: the ratio is taken against the sampling log-probs, no loss weights."""
+    return sampling_logprobs, None, {}
+
+
+def _corrected(mode: BehaviourMode, sampling_logprobs: Tensor, learner_logprobs: Tensor | None,
+               token_mask: Tensor, threshold: float
+               ) -> tuple[Tensor, Tensor | None, dict[str, float]]:
+    if learner_logprobs is None:
+        raise ValueError(f"behaviour correction {mode!r} needs the learner's log-probs")
+    weights, metrics = behaviour_correction(learner_logprobs, sampling_logprobs, token_mask,
+                                            mode=mode, threshold=threshold)
+    return learner_logprobs, weights, metrics
+
+
+@register_correction("tis", needs_learner_logprobs=True)
+def truncated_is(sampling_logprobs: Tensor, learner_logprobs: Tensor | None,
+                 token_mask: Tensor, *, threshold: float = 2.0
+                 ) -> tuple[Tensor, Tensor | None, dict[str, float]]:
+    """Truncated IS: the ratio against the learner's own old log-probs, the loss weighted
+    by ``min(w, C)`` (:func:`behaviour_correction`, mode ``tis``)."""
+    return _corrected("tis", sampling_logprobs, learner_logprobs, token_mask, threshold)
+
+
+@register_correction("mask", needs_learner_logprobs=True)
+def masked_is(sampling_logprobs: Tensor, learner_logprobs: Tensor | None,
+              token_mask: Tensor, *, threshold: float = 2.0
+              ) -> tuple[Tensor, Tensor | None, dict[str, float]]:
+    """Masked IS: as ``tis``, with weights ``w · 1[w ≤ C]`` (mode ``mask``)."""
+    return _corrected("mask", sampling_logprobs, learner_logprobs, token_mask, threshold)
+
+
+@register_kl_placement("loss")
+def kl_in_loss(kl: Tensor, token_mask: Tensor, turn_index: Tensor, num_turns: int, *,
+               coef: float) -> tuple[Tensor | None, float]:
+    """``+ coef · KL`` as a loss term (aggregated like the policy loss): no reward penalty
+    (None), loss coefficient ``coef``."""
+    return None, coef
+
+
+@register_kl_placement("reward")
+def kl_in_reward(kl: Tensor, token_mask: Tensor, turn_index: Tensor, num_turns: int, *,
+                 coef: float) -> tuple[Tensor | None, float]:
+    """``− coef · KL`` per sampled token, summed over each turn's tokens into a turn reward
+    penalty (B, K) (Ziegler et al. 2019); loss coefficient 0. Carries no gradient."""
+    with torch.no_grad():
+        penalty = torch.where(token_mask.bool(), -coef * kl, 0.0)
+    return turn_sums(penalty, token_mask, turn_index, num_turns), 0.0
 
 
 @dataclass

@@ -1,12 +1,17 @@
-"""Batch filters and reward shaping of DAPO (Yu et al. 2025, arXiv:2503.14476), multi-turn.
+"""Batch filters (the ``algo.filters`` axis) and the per-turn reward helpers of DAPO
+(Yu et al. 2025, arXiv:2503.14476), multi-turn.
 
-Pure tensor functions: the loop decides what to drop or mask with them.
+Pure tensor functions. A filter says which episodes it keeps (``FILTERS``): a resampling
+filter drops the others at collection, a loss filter masks their loss; the driver applies
+every configured filter the same way and never branches on a name.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from turnrl.algos.registry import register_filter
 
 
 def informative_groups(rewards: Tensor, group_ids: Tensor) -> Tensor:
@@ -63,3 +68,18 @@ def overlong_penalty(lengths: Tensor, turn_mask: Tensor, *, max_len: int,
     penalty = torch.where(lengths <= max_len - cache, torch.zeros_like(soft), soft)
     penalty = torch.where(lengths > max_len, torch.full_like(soft, -1.0), penalty)
     return penalty * turn_mask
+
+
+@register_filter("dynamic_sampling", resample=True)
+def dynamic_sampling(outcomes: Tensor, group_ids: Tensor, terminated: Tensor) -> Tensor:
+    """DAPO's dynamic sampling: keep the groups whose outcomes differ
+    (:func:`informative_groups`); the others carry no group signal and are replaced by
+    fresh groups (up to ``train.max_sampling_tries`` collections a step)."""
+    return informative_groups(outcomes, group_ids)
+
+
+@register_filter("truncated", resample=False)
+def truncated(outcomes: Tensor, group_ids: Tensor, terminated: Tensor) -> Tensor:
+    """Truncated episodes (turn or context budget) contribute no loss: keep the terminated
+    ones. They stay in the batch, so group baselines still count them."""
+    return terminated.bool()

@@ -171,3 +171,15 @@ def discounted_cumsum(x: Tensor, mask: Tensor, discount: float) -> Tensor:
             steps.append(running)
         out = torch.stack(steps[::-1], dim=1) if steps else x
     return _zero_outside(out, m)
+
+
+def state_values(values: Tensor) -> Tensor:
+    """Critic outputs (B, T) → the value of the state in which each token was sampled.
+
+    ``values[b, t]`` is V after reading ``tokens[: t + 1]``, so token t was sampled in the
+    state valued ``V_t = values[b, t − 1]``. Position 0 has no preceding state;
+    ``values[b, 0]`` stands in for it (no token is sampled there: a prompt comes first).
+    The one place this shift is written: GAE, the value loss and the turn-level critic's
+    turn-start values all read it.
+    """
+    return torch.cat([values[:, :1], values[:, :-1]], dim=1)

@@ -8,47 +8,79 @@ and derive variants with ``dataclasses.replace(preset, adv_kwargs={...})``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from turnrl.algos.correction import BehaviourMode
 from turnrl.registry import UnknownNameError, unknown_name_message
 
 __all__ = ["PRESETS", "AlgoPreset", "get_preset"]
+
+
+def documented(default: Any, doc: str, **bounds: float) -> Any:
+    """A preset field: its default, its one-line documentation and its numeric bounds
+    (``ge``, ``gt``), read by the config schema that overrides it (``algo.<name>``)."""
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata={"doc": doc, **bounds})
+    return field(default=default, metadata={"doc": doc, **bounds})
 
 
 @dataclass(frozen=True)
 class AlgoPreset:
     """One method: ``ADVANTAGES[advantage](inputs, **adv_kwargs)``, then
     ``POLICY_LOSSES[policy_loss](..., **loss_kwargs)`` aggregated by ``AGGREGATIONS[loss_agg]``,
-    plus ``kl_coef · KL_ESTIMATORS[kl_estimator]`` and ``−entropy_coef · entropy``."""
+    plus ``kl_coef · KL_ESTIMATORS[kl_estimator]`` placed by ``KL_PLACEMENTS[kl_mode]``,
+    ``−entropy_coef · entropy``, the behaviour correction ``CORRECTIONS[is_correction]`` and
+    the batch ``FILTERS`` named in ``filters``.
 
-    advantage: str
-    adv_kwargs: dict[str, Any]
-    policy_loss: str
-    loss_kwargs: dict[str, Any]
-    loss_agg: str
-    kl_coef: float = 0.0
-    kl_estimator: str = "k3"
-    kl_mode: str = "loss"  # "loss": + kl_coef·KL in the loss; "reward": − kl_coef·KL per token
-    kl_target: float | None = None  # set: adapt kl_coef towards this KL (Ziegler et al. 2019)
-    entropy_coef: float = 0.0
-    is_correction: BehaviourMode = "none"  # behaviour correction (algos.correction)
-    is_threshold: float = 2.0
-    value_clip: float | None = None  # critic presets: PPO value clipping around the old values
-    dynamic_sampling: bool = False  # drop groups whose rewards are all equal, sample more
-    overlong_cache: int = 0  # > 0: DAPO's soft overlong penalty on each turn's length
-    mask_truncated: bool = False  # truncated episodes contribute no loss
-    # value of a truncated episode's last state: bootstrapped from the critic (Gymnasium time
-    # limits), or 0 like a terminal one (a turn budget that is part of the task)
-    bootstrap_truncated: bool = False
-    paper: str = ""
-    description: str = ""
+    This is the one schema of an algorithm: the config's ``algo`` section is generated from
+    these fields (each ``algo.<field>`` overrides the preset's value), so a field documented
+    here is a config key.
+    """
+
+    advantage: str = documented("grpo", "Advantage estimator name (turnrl algos lists them).")
+    adv_kwargs: dict[str, Any] = documented({}, "Hyperparameters of the advantage estimator.")
+    policy_loss: str = documented("ppo_clip", "Policy loss name.")
+    loss_kwargs: dict[str, Any] = documented({}, "Policy loss hyperparameters.")
+    loss_agg: str = documented(
+        "token_mean", "Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, "
+        "seq_mean_token_sum_norm.")
+    kl_coef: float = documented(0.0, "Weight of the KL penalty to the frozen reference.", ge=0)
+    kl_estimator: str = documented("k3", "KL estimator: k1, k2 or k3.")
+    kl_mode: str = documented(
+        "loss", "Where the KL goes (KL_PLACEMENTS): loss (+ kl_coef·KL in the loss) or reward "
+        "(− kl_coef·KL per token, in the turn rewards).")
+    kl_target: float | None = documented(
+        None, "Adapt kl_coef each step towards this per-token KL (Ziegler et al. 2019; None: "
+        "fixed).", gt=0)
+    entropy_coef: float = documented(0.0, "Weight of the entropy bonus.")
+    is_correction: str = documented(
+        "none", "Behaviour-policy correction (CORRECTIONS): none, tis (truncated IS) or mask "
+        "(masked IS): the ratio is taken against the learner's own old log-probs and the loss "
+        "weighted by the capped ratio to the sampling log-probs.")
+    is_threshold: float = documented(2.0, "Truncation threshold C of the correction.", gt=0)
+    value_clip: float | None = documented(
+        None, "Critic presets: clip the new value to old ± this (PPO value clipping).", gt=0)
+    filters: tuple[str, ...] = documented(
+        (), "Batch filters (FILTERS): dynamic_sampling drops groups whose rewards are all equal "
+        "and samples more (up to train.max_sampling_tries collections a step); truncated "
+        "masks the loss of truncated episodes.")
+    overlong_cache: int = documented(
+        0, "DAPO soft overlong penalty: turns longer than rollout.max_new_tokens minus this "
+        "many tokens are penalised; 0 = off.", ge=0)
+    bootstrap_truncated: bool = documented(
+        False, "Critic estimators (gae, turn_gae): bootstrap a truncated episode from the "
+        "critic's value of its last state (Gymnasium time-limit semantics) instead of ending "
+        "it with value 0. Off by default: an env's turn budget is part of the task (running "
+        "out of turns fails it), and bootstrapping it pays a stalling policy the critic's "
+        "estimate.")
+    paper: str = field(default="", metadata={"preset_only": True})
+    description: str = field(default="", metadata={"preset_only": True})
 
     def __post_init__(self) -> None:
         # own copies: presets never share a kwargs dict (nor alias the caller's)
         object.__setattr__(self, "adv_kwargs", dict(self.adv_kwargs))
         object.__setattr__(self, "loss_kwargs", dict(self.loss_kwargs))
+        object.__setattr__(self, "filters", tuple(self.filters))
 
 
 _PPO_CLIP = {"clip_low": 0.2, "clip_high": 0.2}
@@ -120,7 +152,7 @@ PRESETS: dict[str, AlgoPreset] = {
         policy_loss="ppo_clip",
         loss_kwargs={"clip_low": 0.2, "clip_high": 0.28},
         loss_agg="token_mean",
-        dynamic_sampling=True,
+        filters=("dynamic_sampling",),
         overlong_cache=4,
         paper="Yu et al. 2025, DAPO, arXiv:2503.14476",
         description=(

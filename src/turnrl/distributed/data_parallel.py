@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from turnrl.distributed.fsdp import is_sharded
+from turnrl.distributed.fsdp import clip_grad_norm, is_sharded
 
 T = TypeVar("T")
 
@@ -109,6 +109,11 @@ class DataParallel:
                               device=self.device)
         dist.all_reduce(values)
         return dict(zip(names, values.tolist(), strict=True))
+
+    def clip_grad_norm(self, params: Iterable[nn.Parameter], max_norm: float) -> float:
+        """The global gradient norm over sharded and replicated parameters, clipped
+        (:func:`turnrl.distributed.fsdp.clip_grad_norm`)."""
+        return clip_grad_norm(params, max_norm)
 
     def broadcast_modules(self, modules: Iterable[nn.Module]) -> None:
         """Copy rank 0's parameters and buffers to every rank (fresh LoRA adapters and

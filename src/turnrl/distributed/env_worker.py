@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from turnrl.envs.protocol import Env, EnvSpec, HasTools
+from turnrl.envs.protocol import Env, EnvSpec
 from turnrl.rollout.runner import WorkerLost
 from turnrl.types import Message, StepResult
 
@@ -42,7 +42,8 @@ class EnvWorker:
         self.lock = threading.Lock()
         probe = make_env()
         self._spec = probe.spec
-        self._tools = probe.tool_schemas() if isinstance(probe, HasTools) else None
+        self._tools = (probe.tool_schemas()  # type: ignore[attr-defined]
+                       if probe.spec.tools else None)
         probe.close()
 
     def describe(self) -> tuple[EnvSpec, list[dict] | None]:

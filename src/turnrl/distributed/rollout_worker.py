@@ -5,12 +5,13 @@ its own :class:`~turnrl.rollout.runner.Runner` and engine; every group it is pla
 one event loop, so the engine batches all of their turns. New weights arrive between two
 decoding steps (:meth:`RolloutWorker.load_weights`): episodes in the middle of a turn go on
 with them, and every sampled token records the version it was sampled with
-(``info["policy_versions"]``).
+(``Trajectory.policy_versions``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -83,8 +84,7 @@ class RolloutWorker:
             raise
         finally:
             self._leave()
-        for traj in trajectories:
-            traj.info["worker"] = self.name
+        trajectories = [dataclasses.replace(traj, worker=self.name) for traj in trajectories]
         self.counts["groups"] += 1
         self.counts["episodes"] += len(trajectories)
         self.counts["sampled_tokens"] += sum(t.num_sampled_tokens for t in trajectories)

@@ -7,20 +7,22 @@ Run it on every env you write (the test suite runs it over every registered id):
 
 For each seed it plays an episode of invalid replies twice and, when ``spec.has_oracle``, an
 episode following ``oracle_action()`` twice, and checks types, reward bounds, the turn
-budget, same-seed determinism and the declared capabilities. A failure raises
-``EnvCheckError`` (an ``AssertionError``) naming the env id, the seed and what was wrong.
+budget, same-seed determinism and the capabilities: the spec declares exactly those the env
+implements (``CAPABILITIES``), and what they return. A failure raises ``EnvCheckError`` (an
+``AssertionError``) naming the env id, the seed and what was wrong.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import numbers
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from turnrl.envs.protocol import Env, EnvSpec
+from turnrl.envs.protocol import CAPABILITIES, Env, EnvSpec
 from turnrl.types import StepResult
 
 GARBAGE_ACTION = "%%%garbage%%%"
@@ -99,15 +101,23 @@ def _check_interface(env: Any) -> EnvSpec:
     for method in ("reset", "step", "close"):
         if not callable(getattr(env, method, None)):
             raise ctx.error(f"has no {method}() method (see turnrl.envs.Env)")
-    declared = {
-        "has_oracle": "oracle_action",
-        "has_state_key": "state_key",
-        "has_privileged_info": "privileged_info",
-    }
-    for flag, method in declared.items():
-        if getattr(env_spec, flag) and not callable(getattr(env, method, None)):
-            raise ctx.error(f"spec.{flag} is True but the env has no {method}() method")
+    implemented = {method for method in CAPABILITIES.values()
+                   if callable(getattr(env, method, None))}
+    for name, method in CAPABILITIES.items():  # declared but missing: the worse mistake first
+        if method in env_spec.capabilities and method not in implemented:
+            raise ctx.error(f"spec.{name} is {getattr(env_spec, name)!r} but the env has no "
+                            f"{method}() method")
+    for name, method in CAPABILITIES.items():
+        if method in implemented and method not in env_spec.capabilities:
+            raise ctx.error(_undeclared(env_spec, name, method))
     return env_spec
+
+
+def _undeclared(env_spec: EnvSpec, name: str, method: str) -> str:
+    declared = "is empty" if name == "tools" else f"is {getattr(env_spec, name)!r}"
+    fix = "tools=[...] (the tool names)" if name == "tools" else f"{name}=True"
+    return (f"the env implements {method}() but spec.{name} {declared}, so nothing calls it; "
+            f"set {fix} in its EnvSpec (or in register(...)), or remove the method")
 
 
 def _garbage_policy(ctx: _Context, turn: int) -> str:
@@ -134,13 +144,15 @@ def _play(
     result = ctx.call(f"reset(seed={ctx.seed})", lambda: env.reset(seed=ctx.seed, options=None))
     messages, _info = _check_reset(ctx, result)
     episode.transcript.append(copy.deepcopy(messages))
+    _check_tool_schemas(ctx, env_spec)
     _record_state(ctx, env_spec, episode)
     for turn in range(1, limit + 1):
         action = policy(ctx, turn)
         hint = ""
         if action == GARBAGE_ACTION:
             hint = "; an invalid action must return an observation saying what was wrong"
-        step = ctx.call(f"step({action!r}) at turn {turn}", lambda a=action: env.step(a), hint)
+        step = ctx.call(f"step({action!r}) at turn {turn}",
+                        functools.partial(env.step, action), hint)
         _check_step(ctx, env_spec, step, action, turn)
         episode.last = step
         episode.transcript.append(
@@ -155,6 +167,17 @@ def _play(
             "set truncated=True when the turn budget runs out"
         )
     return episode
+
+
+def _check_tool_schemas(ctx: _Context, env_spec: EnvSpec) -> None:
+    if not env_spec.tools:
+        return
+    schemas = ctx.call("tool_schemas()", ctx.env.tool_schemas)
+    if not isinstance(schemas, list) or not all(isinstance(s, dict) for s in schemas):
+        raise ctx.error(
+            f"tool_schemas() must return a list of JSON schema dicts ([] when the tools are "
+            f"described in the prompt), got {schemas!r:.200}"
+        )
 
 
 def _record_state(ctx: _Context, env_spec: EnvSpec, episode: _Episode) -> None:

@@ -1,9 +1,14 @@
 """The environment contract: ``EnvSpec`` and the ``Env`` protocol.
 
 An env is any object with ``spec``, ``reset``, ``step`` and ``close`` (no base class needed).
-Optional capabilities are declared on the spec (``has_oracle``, ``has_state_key``,
-``has_privileged_info``) and implemented as the methods of ``HasOracle``, ``HasStateKey`` and
-``HasPrivilegedInfo``. See ``docs/environments.md``.
+Optional capabilities are declared on the spec, and only there, and implemented as methods
+(``CAPABILITIES`` pairs them): ``has_oracle`` with ``oracle_action()`` (``HasOracle``),
+``has_state_key`` with ``state_key()`` (``HasStateKey``), ``has_privileged_info`` with
+``privileged_info()`` (``HasPrivilegedInfo``), and a non-empty ``tools`` with
+``tool_schemas()`` (``HasTools``). Code that uses a capability asks the spec
+(``if env.spec.tools:``), never ``isinstance``; ``check_env`` checks that the declarations and
+the methods agree. ``sample_action()`` (``HasActionSampler``) is the one exception: it is
+detected with ``isinstance``. See ``docs/environments.md``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,16 @@ from turnrl.types import Message, StepResult
 ENV_ID_PATTERN = re.compile(
     r"(?P<name>[a-z0-9][a-z0-9_.\-]*(?:/[a-z0-9][a-z0-9_.\-]*)?)-v(?P<version>\d+)"
 )
+
+
+# The optional capabilities: the EnvSpec field that declares each (a true flag, or a non-empty
+# ``tools``) and the method that implements it.
+CAPABILITIES: dict[str, str] = {
+    "has_oracle": "oracle_action",
+    "has_state_key": "state_key",
+    "has_privileged_info": "privileged_info",
+    "tools": "tool_schemas",
+}
 
 
 def parse_env_id(env_id: str) -> tuple[str, int] | None:
@@ -57,7 +72,7 @@ class EnvSpec:
     max_turns: int  # turn budget: episodes end within this many steps
     description: str = ""
     reward_range: tuple[float, float] = (0.0, 1.0)  # bounds of every per-step reward
-    tools: list[str] = field(default_factory=list)  # names of the tools the env exposes
+    tools: list[str] = field(default_factory=list)  # its tools' names: implements tool_schemas()
     kwargs: dict[str, Any] = field(default_factory=dict)  # constructor arguments
     has_oracle: bool = False  # implements oracle_action()
     has_state_key: bool = False  # implements state_key()
@@ -99,6 +114,12 @@ class EnvSpec:
     @property
     def version(self) -> int:
         return int(self.id.rsplit("-v", 1)[1])
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        """The capability methods this spec declares, in ``CAPABILITIES`` order:
+        ``("oracle_action", "state_key")`` for an env with an oracle and state keys."""
+        return tuple(method for name, method in CAPABILITIES.items() if getattr(self, name))
 
 
 @runtime_checkable
@@ -149,7 +170,7 @@ class HasStateKey(Protocol):
 
 @runtime_checkable
 class HasTools(Protocol):
-    """Envs with tools (``spec.tools``) may give the chat template their JSON schemas."""
+    """Declared by a non-empty ``spec.tools``: the JSON schemas of the env's tools."""
 
     def tool_schemas(self) -> list[dict]:
         """JSON tool schemas for ``apply_chat_template(tools=...)``; an env that asks for the

@@ -14,10 +14,11 @@ The group is read once, lazily, on the first ``make``/``spec``/``registered_ids`
 point is loaded (importing its module may itself register envs) and, if the loaded object is
 callable, called with no arguments.
 
-Ids ``gym:<id>`` need no registration: ``make("gym:FrozenLake-v1", is_slippery=False)`` adapts
-Gymnasium's env (``turnrl.envs.gym_adapter``; needs the ``turnrl[gym]`` extra). The instance's
-``spec.id`` is ``gym/frozenlake-v1``, which ``make`` and ``spec`` accept too (unless an env of
-that id is registered). ``registered_ids`` does not list Gymnasium's envs.
+A family of ids can need no registration: ``register_prefix(prefix, resolver)`` hands every
+id that starts with ``prefix`` and is not registered to a ``PrefixResolver`` (the longest
+matching prefix wins), which gives its spec and builds its env. ``turnrl.envs`` registers
+``turnrl.envs.gym`` this way for ``gym:<id>`` and ``gym/<id>``: ``make("gym:FrozenLake-v1",
+is_slippery=False)`` adapts Gymnasium's env. ``registered_ids`` lists no resolved ids.
 """
 
 from __future__ import annotations
@@ -27,15 +28,15 @@ import inspect
 from collections.abc import Callable
 from dataclasses import replace
 from importlib import metadata
-from typing import Any
+from typing import Any, Protocol
 
 from turnrl.envs.protocol import Env, EnvSpec, parse_env_id
 from turnrl.registry import UnknownNameError, unknown_name_message
 
 ENTRY_POINT_GROUP = "turnrl.envs"
-GYM_PREFIX = "gym:"  # make("gym:<Gymnasium id>")
 
 _SPECS: dict[str, EnvSpec] = {}
+_PREFIXES: dict[str, PrefixResolver] = {}  # register_prefix
 _loaded_plugins: set[str] = set()  # "name = value" of entry points already loaded
 _plugins_scanned = False
 
@@ -46,6 +47,18 @@ class UnknownEnvError(UnknownNameError):
 
 class EnvPluginError(RuntimeError):
     """A ``turnrl.envs`` entry point failed to load or register."""
+
+
+class PrefixResolver(Protocol):
+    """Gives the spec and builds the env of any id of a family that needs no registration."""
+
+    def spec(self, id: str) -> EnvSpec:
+        """The spec of ``id`` with default options; ``UnknownEnvError`` if it names nothing."""
+        ...
+
+    def make(self, id: str, **kwargs: Any) -> Env:
+        """The env ``id`` names, built with ``kwargs``, its ``spec`` set."""
+        ...
 
 
 def register(
@@ -97,6 +110,26 @@ def register_spec(env_spec: EnvSpec) -> None:
     _SPECS[env_spec.id] = env_spec
 
 
+def register_prefix(prefix: str, resolver: PrefixResolver) -> None:
+    """Resolve every unregistered id that starts with ``prefix`` with ``resolver``.
+
+    ``spec(id)`` and ``make(id, **kwargs)`` call ``resolver.spec(id)`` and
+    ``resolver.make(id, **kwargs)`` for such ids; a registered id always wins, and among
+    prefixes the longest match. Registering the same resolver again is a no-op.
+    """
+    if not isinstance(prefix, str) or not prefix:
+        raise ValueError(f"register_prefix: the prefix must be a non-empty str, got {prefix!r}")
+    for method in ("spec", "make"):
+        if not callable(getattr(resolver, method, None)):
+            raise TypeError(f"register_prefix({prefix!r}): the resolver {resolver!r} has no "
+                            f"{method}() method (see turnrl.envs.registry.PrefixResolver)")
+    current = _PREFIXES.get(prefix)
+    if current is not None and current is not resolver:
+        raise ValueError(f"prefix {prefix!r} is already resolved by {current!r}; pick another "
+                         "prefix for your ids")
+    _PREFIXES[prefix] = resolver
+
+
 def registered_ids() -> list[str]:
     """Every registered id, sorted (built-ins and plugins)."""
     load_plugins()
@@ -106,13 +139,13 @@ def registered_ids() -> list[str]:
 def spec(id: str) -> EnvSpec:
     """The registered spec of ``id`` (a copy: editing it changes nothing).
 
-    For ``gym:<id>`` it is the spec of the adapted Gymnasium env with default options.
+    For an id of a registered prefix (``gym:<id>``) it is the resolver's spec: that of the env
+    with default options.
     """
     load_plugins()
-    if _is_gym_id(id):
-        from turnrl.envs.gym_adapter import gym_env_spec
-
-        return gym_env_spec(id)
+    resolver = _resolver(id)
+    if resolver is not None:
+        return resolver.spec(id)
     return _copy(_lookup(id))
 
 
@@ -121,13 +154,13 @@ def make(id: str, **overrides: Any) -> Env:
 
     The instance's ``spec`` carries every constructor argument it was built with, and
     ``max_turns`` reflects an override when the constructor takes ``max_turns``.
-    ``make("gym:<id>", **kwargs)`` adapts a Gymnasium env (see ``turnrl.envs.gym_adapter``).
+    An id of a registered prefix is built by its resolver (``make("gym:<id>", **kwargs)``
+    adapts a Gymnasium env, see ``turnrl.envs.gym``).
     """
     load_plugins()
-    if _is_gym_id(id):
-        from turnrl.envs.gym_adapter import make_gym_env
-
-        return make_gym_env(id, **overrides)
+    resolver = _resolver(id)
+    if resolver is not None:
+        return resolver.make(id, **overrides)
     registered = _lookup(id)
     factory = _load_entry_point(registered)
     params = _keyword_params(factory)
@@ -167,11 +200,18 @@ def load_plugins() -> None:
     _plugins_scanned = True
 
 
-def _is_gym_id(id: str) -> bool:
-    """``gym:<id>``, or the ``gym/<id>`` form of an adapted env's spec when not registered."""
-    return isinstance(id, str) and (
-        id.startswith(GYM_PREFIX) or (id.startswith("gym/") and id not in _SPECS)
-    )
+def resolves(id: str) -> bool:
+    """Whether a prefix resolver (``register_prefix``) handles ``id`` (e.g. ``gym:<id>``):
+    such ids need no registration, so a name check lets them through to ``make``."""
+    return _resolver(id) is not None
+
+
+def _resolver(id: str) -> PrefixResolver | None:
+    """The resolver of the longest registered prefix of ``id``, unless ``id`` is registered."""
+    if not isinstance(id, str) or id in _SPECS:
+        return None
+    matches = [prefix for prefix in _PREFIXES if id.startswith(prefix)]
+    return _PREFIXES[max(matches, key=len)] if matches else None
 
 
 def _lookup(id: str) -> EnvSpec:

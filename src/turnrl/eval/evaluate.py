@@ -21,7 +21,7 @@ def evaluate(runner: Runner, make_env: Callable[[], Env], seeds: Sequence[int], 
     """
     trajectories = runner.collect(make_env, seeds, samples_per_task)
     records = [
-        {"task": t.seed, "success": bool(t.info.get("success", False)),
+        {"task": t.seed, "success": t.success,
          "reward": t.total_reward, "turns": t.num_turns, "tokens": t.num_sampled_tokens}
         for t in trajectories
     ]

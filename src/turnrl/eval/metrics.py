@@ -11,6 +11,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["bootstrap_ci", "pass_at_k", "summarize_episodes", "wilson_interval"]
 
@@ -89,7 +90,7 @@ def _resampled_stats(
 
 
 def bootstrap_ci(
-    values_per_task: Sequence[float],
+    values_per_task: Sequence[float] | npt.NDArray[np.floating[Any]],
     *,
     stat: Callable[..., Any] = np.mean,
     n_resamples: int = 2000,

@@ -10,7 +10,7 @@ import copy
 import inspect
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -19,6 +19,9 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, PreTrai
 from transformers import PreTrainedTokenizerBase as Tokenizer
 
 from turnrl.config import LoraConfig
+
+if TYPE_CHECKING:
+    from peft import PeftModel
 
 
 class ModelLoadError(ValueError):
@@ -78,7 +81,7 @@ def peft_lora_kwargs(lora: LoraConfig) -> dict[str, Any]:
 
 
 def load_policy(path: str | Path, *, dtype: torch.dtype, device: torch.device,
-                lora: dict | None = None) -> PreTrainedModel:
+                lora: dict | None = None) -> PreTrainedModel | PeftModel:
     """A causal LM from ``path``; with ``lora`` (peft LoraConfig kwargs) a peft model.
 
     LoRA keeps the base weights frozen and trains adapters on ``target_modules``. A peft
@@ -91,7 +94,8 @@ def load_policy(path: str | Path, *, dtype: torch.dtype, device: torch.device,
         base_path = json.loads(adapter_config.read_text())["base_model_name_or_path"]
         base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype).to(device)
         return PeftModel.from_pretrained(base, str(path), is_trainable=True)
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device)
+    model: PreTrainedModel | PeftModel = AutoModelForCausalLM.from_pretrained(
+        str(path), dtype=dtype).to(device)
     if lora:
         from peft import LoraConfig, get_peft_model
 

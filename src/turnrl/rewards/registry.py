@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
-from turnrl.registry import Registry, UnknownNameError, closest_name
+from turnrl.registry import Registry, UnknownNameError, did_you_mean
 from turnrl.types import Trajectory
 
 __all__ = [
@@ -97,9 +97,8 @@ def load_reward(path: str) -> RewardFn:
     for attr in attr_path.split("."):
         if not hasattr(obj, attr):
             public = [name for name in dir(obj) if not name.startswith("_")]
-            close = closest_name(attr, public)
-            hint = f"; did you mean {close!r}?" if close else ""
-            raise RewardSpecError(f"reward {path!r}: {where!r} has no attribute {attr!r}{hint}")
+            raise RewardSpecError(f"reward {path!r}: {where!r} has no attribute {attr!r}"
+                                  f"{did_you_mean(attr, public)}")
         obj = getattr(obj, attr)
         where = f"{where}.{attr}" if where != module_name else f"{module_name}:{attr}"
     if not callable(obj):
@@ -223,9 +222,8 @@ def _term(entry: Mapping[str, Any] | str, where: str) -> RewardTerm:
                               f"'weight' and 'kwargs', got {entry!r}")
     for key in entry:
         if key not in _SPEC_KEYS:
-            close = closest_name(str(key), list(_SPEC_KEYS))
-            hint = f"; did you mean {close!r}?" if close else ""
-            raise RewardSpecError(f"{where}: unknown key {key!r}{hint} Valid keys: "
+            raise RewardSpecError(f"{where}: unknown key {key!r}"
+                                  f"{did_you_mean(str(key), _SPEC_KEYS)} Valid keys: "
                                   f"{', '.join(_SPEC_KEYS)}")
     name = entry.get("name")
     if not isinstance(name, str) or not name:
@@ -281,10 +279,8 @@ def _check_kwargs(fn: RewardFn, kwargs: dict[str, Any], where: str) -> None:
         names = [p.name for p in rest if p.kind is not inspect.Parameter.VAR_POSITIONAL]
         for key in kwargs:
             if key not in names:
-                close = closest_name(key, names)
-                hint = f"; did you mean {close!r}?" if close else ""
-                raise RewardSpecError(f"{where}: unknown kwarg {key!r}{hint} Accepted: "
-                                      f"{', '.join(names) or '(none)'}")
+                raise RewardSpecError(f"{where}: unknown kwarg {key!r}{did_you_mean(key, names)} "
+                                      f"Accepted: {', '.join(names) or '(none)'}")
     missing = [p.name for p in rest if p.default is inspect.Parameter.empty
                and p.kind in (inspect.Parameter.KEYWORD_ONLY,
                               inspect.Parameter.POSITIONAL_OR_KEYWORD)

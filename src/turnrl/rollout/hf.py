@@ -13,108 +13,34 @@ Keys and values live in pre-allocated buffers with spare room (:class:`GrowingLa
 decoding step writes one column instead of copying the whole cache, as transformers'
 ``DynamicCache`` does by concatenation. Finished rows are dropped from the buffers lazily, when
 new rows are merged in or a quarter of the rows are finished, so most steps copy nothing.
+
+This module owns :class:`HFEngine`: the request queue, admission (prefill and session reuse),
+decoding, and merging and compacting the running batch. The KV-cache storage
+(:class:`GrowingLayer`, session caches) lives in :mod:`turnrl.rollout.hf_kv`; the request
+records and the samplers (:func:`sample_rows`, :func:`sample_tokens`) in
+:mod:`turnrl.rollout.hf_sampling`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel
-from transformers.cache_utils import Cache, DynamicLayer
+from transformers.cache_utils import Cache
 
 from turnrl.models.policy import cache_kwarg
 from turnrl.rollout.engine import Completion, SamplingParams
+from turnrl.rollout.hf_kv import GrowingLayer, _SessionCache, batched_past, spare_buffer
+from turnrl.rollout.hf_sampling import _Request, _Row, sample_rows, sample_tokens
 
+if TYPE_CHECKING:
+    from peft import PeftModel
 
-@dataclass
-class _Request:
-    prompt_ids: list[int]
-    params: SamplingParams
-    session: str | None
-    future: asyncio.Future[Completion] | None = None
-    result: Completion | None = None
-
-    def resolve(self, completion: Completion) -> None:
-        self.result = completion
-        if self.future is not None and not self.future.done():
-            self.future.set_result(completion)
-
-    def fail(self, error: BaseException) -> None:
-        if self.future is not None and not self.future.done():
-            self.future.set_exception(error)
-
-
-@dataclass
-class _Row:
-    """A running request: its sampling state and what it has sampled so far."""
-
-    request: _Request
-    generator: torch.Generator
-    stop_ids: frozenset[int]
-    tokens: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)  # engine version at each sampled token
-    alive: bool = True  # False once resolved: the row waits in the batch until compaction
-
-    def finished(self) -> bool:
-        return bool(self.tokens) and (self.tokens[-1] in self.stop_ids
-                                      or len(self.tokens) >= self.request.params.max_new_tokens)
-
-
-@dataclass
-class _SessionCache:
-    """The KV cache of one episode's ledger, kept between its turns (one row, no padding)."""
-
-    token_ids: list[int]
-    keys: list[Tensor]  # per layer (1, kv_heads, len(token_ids), head_dim)
-    values: list[Tensor]
-
-
-class GrowingLayer(DynamicLayer):
-    """A KV-cache layer whose keys/values (B, kv_heads, L, head_dim) are views into buffers
-    with spare room: appending k tokens writes k columns, and a full buffer doubles (amortised
-    O(1) per token; ``DynamicLayer`` copies the whole cache on every append)."""
-
-    def __init__(self, keys: Tensor | None = None, values: Tensor | None = None, *,
-                 length: int | None = None) -> None:
-        """Adopt ``keys``/``values`` as buffers whose first ``length`` columns (default: all)
-        are the cache."""
-        super().__init__()
-        if keys is not None and values is not None:
-            self._adopt(keys, values, keys.shape[-2] if length is None else length)
-
-    def _adopt(self, keys: Tensor, values: Tensor, length: int) -> None:
-        self._keys, self._values = keys, values
-        self.keys, self.values = keys[:, :, :length], values[:, :, :length]
-        self.device, self.is_initialized = keys.device, True
-
-    def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs
-               ) -> tuple[Tensor, Tensor]:
-        new = key_states.shape[-2]
-        if not self.is_initialized:
-            self._adopt(spare_buffer(key_states, new), spare_buffer(value_states, new), new)
-            return self.keys, self.values
-        length = self.keys.shape[-2]
-        if length + new > self._keys.shape[-2]:
-            self._adopt(spare_buffer(self.keys, max(length, new)),
-                        spare_buffer(self.values, max(length, new)), length)
-        self._keys[:, :, length:length + new] = key_states
-        self._values[:, :, length:length + new] = value_states
-        self._adopt(self._keys, self._values, length + new)
-        return self.keys, self.values
-
-
-def spare_buffer(states: Tensor, spare: int) -> Tensor:
-    """A buffer (B, H, L + spare, D) whose first L columns are ``states``; the spare columns
-    are uninitialised (they are written before any view covers them)."""
-    size, heads, length, dim = states.shape
-    buffer = states.new_empty((size, heads, length + spare, dim))
-    buffer[:, :, :length] = states
-    return buffer
+__all__ = ["GrowingLayer", "HFEngine", "sample_rows", "sample_tokens"]
 
 
 class HFEngine:
@@ -136,8 +62,9 @@ class HFEngine:
             whole conversation. The sampled distribution is unchanged.
     """
 
-    def __init__(self, model: PreTrainedModel, *, eos_token_id: int, pad_token_id: int,
-                 max_batch_size: int = 256, seed: int = 0, reuse_kv: bool = True) -> None:
+    def __init__(self, model: PreTrainedModel | PeftModel, *, eos_token_id: int,
+                 pad_token_id: int, max_batch_size: int = 256, seed: int = 0,
+                 reuse_kv: bool = True) -> None:
         self.model = model
         self.eos_token_id = eos_token_id
         self.pad_token_id = pad_token_id
@@ -307,7 +234,7 @@ class HFEngine:
             mask[row, past_len + width - len(suffix):] = 1
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)[:, past_len:]
-        cache = self._batched_past(cached, prefix, past_len)
+        cache = batched_past(cached, prefix, past_len)
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
                          use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
         logits = out.logits[:, -1, :]
@@ -445,64 +372,3 @@ class HFEngine:
     def _reset_batch(self) -> None:
         self._rows, self._cache = [], None
         self._mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
-
-    def _batched_past(self, cached: list[_SessionCache | None], prefix: list[int],
-                      past_len: int) -> DynamicCache:
-        """A DynamicCache holding each row's cached keys/values, left-padded to ``past_len``."""
-        present = [c for c in cached if c is not None]
-        if not present:
-            return DynamicCache()
-        layers = []
-        for layer in range(len(present[0].keys)):
-            like = present[0].keys[layer]
-            shape = (len(cached), like.shape[1], past_len, like.shape[3])
-            keys, values = like.new_zeros(shape), like.new_zeros(shape)
-            for row, c in enumerate(cached):
-                if c is not None:
-                    keys[row, :, past_len - prefix[row]:] = c.keys[layer][0]
-                    values[row, :, past_len - prefix[row]:] = c.values[layer][0]
-            layers.append((keys, values))
-        return DynamicCache(layers)
-
-
-def sample_rows(logits: Tensor, temperature: Tensor, top_p: Tensor,
-                uniform: Tensor) -> tuple[Tensor, Tensor]:
-    """Sample one token per row by inverting its CDF at the row's uniform draw.
-
-    Args:
-        logits: (B, V) raw next-token logits.
-        temperature: (B,) per-row temperature; 0 is greedy (argmax, uniform unused).
-        top_p: (B,) per-row nucleus mass: keep the smallest prefix of the sorted distribution
-            whose mass exceeds ``top_p`` (1 keeps everything).
-        uniform: (B,) draws from U[0, 1).
-    Returns:
-        tokens (B,) and their log-probs (B,) under ``log_softmax(logits / T)`` (T = 1 for
-        greedy rows), before any top-p truncation.
-    """
-    greedy = temperature == 0
-    logp = torch.log_softmax(logits / torch.where(greedy, 1.0, temperature)[:, None], -1)
-    probs = logp.exp()
-    if bool((top_p < 1.0).any()):
-        sorted_probs, order = probs.sort(-1, descending=True)
-        outside = sorted_probs.cumsum(-1) - sorted_probs > top_p[:, None]  # keep first > p
-        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs.masked_fill(outside, 0))
-    cdf = probs.cumsum(-1)
-    target = (uniform * cdf[:, -1])[:, None]
-    sampled = torch.searchsorted(cdf, target, right=True)[:, 0].clamp(max=logits.shape[-1] - 1)
-    tokens = torch.where(greedy, logits.argmax(-1), sampled)
-    return tokens, logp.gather(-1, tokens[:, None])[:, 0]
-
-
-def sample_tokens(logits: Tensor, params: SamplingParams,
-                  generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-    """Sample one token per row, every row with the same ``params`` (see :func:`sample_rows`).
-
-    Args:
-        logits: (B, V) raw next-token logits.
-    Returns:
-        tokens (B,) and their log-probs (B,).
-    """
-    rows = logits.shape[0]
-    uniform = torch.rand(rows, generator=generator).to(logits.device)
-    return sample_rows(logits, torch.full((rows,), float(params.temperature), device=logits.device),
-                       torch.full((rows,), float(params.top_p), device=logits.device), uniform)

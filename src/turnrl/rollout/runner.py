@@ -17,10 +17,10 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from turnrl.envs.protocol import Env, HasTools
+from turnrl.envs.protocol import Env
 from turnrl.models.chat import TemplateLedger
 from turnrl.rollout.engine import Engine, SamplingParams
-from turnrl.types import StepResult, Trajectory
+from turnrl.types import EpisodeCounts, StepResult, Trajectory
 
 log = logging.getLogger("turnrl")
 
@@ -69,7 +69,7 @@ class Runner:
 
     Fault isolation: an exception (or timeout, or a malformed ``StepResult``) in
     ``env.reset``, ``env.step`` or a tool ends that episode only. Its trajectory keeps what
-    was played, is marked ``truncated`` with ``info["error"]`` (the message, with the env id,
+    was played, is marked ``truncated`` with its ``error`` (the message, with the env id,
     seed and turn) and is logged with the command that replays it.
     """
 
@@ -108,7 +108,7 @@ class Runner:
                           member: int = 0) -> Trajectory:
         """One episode from ``env.reset(seed=seed)`` to termination or truncation (the
         ``member``-th of its group); a failure before the first turn gives an empty
-        trajectory marked with ``info["error"]``."""
+        trajectory with its ``error``."""
         try:
             return await self._play(env, seed, group_id, member)
         except EnvFailure as failure:  # reset, privileged_info, tool_schemas, state_key
@@ -116,7 +116,7 @@ class Runner:
             return Trajectory(env_id=env.spec.id, seed=seed, group_id=group_id, messages=[],
                               token_ids=[], loss_mask=[], logprobs=[], turn_index=[],
                               turn_rewards=[], terminated=False, truncated=True,
-                              info={"success": False, "error": message})
+                              error=message)
         finally:
             try:
                 await self._call(env, env.close)
@@ -132,7 +132,7 @@ class Runner:
         messages, reset_info = reset
         privileged = (await self._call(env, env.privileged_info)  # type: ignore[attr-defined]
                       if env.spec.has_privileged_info else None)
-        tools = guarded(env.tool_schemas) if isinstance(env, HasTools) else None
+        tools = guarded(env.tool_schemas) if env.spec.tools else None  # type: ignore[attr-defined]
         ledger = TemplateLedger(self.tokenizer, tools=tools)
         ledger.add_messages(messages, turn=-1, add_generation_prompt=False)
         session = f"episode-{next(self._episode_ids)}"
@@ -141,9 +141,8 @@ class Runner:
                                            member)
         finally:
             self.engine.end_session(session)
-        if privileged is not None:  # for a privileged critic; never in the policy's context
-            trajectory.info["privileged_info"] = privileged
-        return trajectory
+        # for a privileged critic; never in the policy's context
+        return dataclasses.replace(trajectory, privileged_info=privileged)
 
     async def _call(self, env: Env, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run an env method inline, or in a worker thread for slow envs, when asked, or
@@ -182,21 +181,20 @@ class Runner:
         turn_rewards: list[float] = []
         step_info: dict[str, Any] = {}
         terminated = truncated = False
-        counts = {"invalid_actions": 0, "length_finishes": 0, "context_overflow": 0,
-                  "tool_calls": 0, "tool_errors": 0}
+        counts = EpisodeCounts()
+        error: str | None = None
         answer_info: dict[str, Any] = {k: reset_info[k] for k in ANSWER_KEYS if k in reset_info}
         state_keys: list[int] = []
         versions: list[int] = []  # the engine's weight version of each sampled token
         for turn in range(env.spec.max_turns):
             if not self._open_turn(ledger, turn):
-                truncated, counts["context_overflow"] = True, 1
+                truncated, counts.context_overflow = True, 1
                 break
             if env.spec.has_state_key:
                 try:
                     key = guarded(env.state_key)  # type: ignore[attr-defined]
                 except EnvFailure as failure:  # keep the turns played so far
-                    answer_info["error"] = episode_error(env, seed, f"state_key at turn {turn}",
-                                                         failure)
+                    error = episode_error(env, seed, f"state_key at turn {turn}", failure)
                     truncated = True
                     break
                 state_keys.append(stable_hash(key))
@@ -205,22 +203,21 @@ class Runner:
             completion = await self.engine.generate(ledger.token_ids, params, session=session)
             action = ledger.add_sampled(completion.token_ids, completion.logprobs, turn=turn,
                                         eos_token_id=eos)
-            counts["length_finishes"] += completion.finish_reason == "length"
+            counts.length_finishes += completion.finish_reason == "length"
             if completion.versions is not None:
                 versions += completion.versions
             try:
                 result = await self._call(env, env.step, action)
                 check_step_result(result)
             except (EnvFailure, TypeError) as failure:  # this episode ends; the others go on
-                answer_info["error"] = episode_error(env, seed, f"env.step at turn {turn}",
-                                                     failure)
+                error = episode_error(env, seed, f"env.step at turn {turn}", failure)
                 turn_rewards.append(0.0)
                 terminated, truncated, step_info = False, True, {}
                 break
             step_info = result.info
-            counts["invalid_actions"] += bool(step_info.get("invalid_action", False))
-            counts["tool_calls"] += int(step_info.get("tool_calls", 0))
-            counts["tool_errors"] += bool(step_info.get("tool_error", False))
+            counts.invalid_actions += bool(step_info.get("invalid_action", False))
+            counts.tool_calls += int(step_info.get("tool_calls", 0))
+            counts.tool_errors += bool(step_info.get("tool_error", False))
             answer_info.update({k: step_info[k] for k in ANSWER_KEYS if k in step_info})
             turn_rewards.append(float(result.reward))
             terminated = bool(result.terminated)
@@ -230,17 +227,15 @@ class Runner:
             ledger.add_messages(result.observation, turn=turn, add_generation_prompt=False)
             if terminated or truncated:
                 break
-        info: dict[str, Any] = {"success": bool(step_info.get("success", False))
-                                and "error" not in answer_info, **counts, **answer_info}
-        if env.spec.has_state_key:
-            info["state_keys"] = state_keys
-        if versions:  # one per sampled token (the positions where loss_mask is 1), in order
-            info["policy_versions"] = versions
         return Trajectory(
             env_id=env.spec.id, seed=seed, group_id=group_id, messages=ledger.messages,
             token_ids=ledger.token_ids, loss_mask=ledger.loss_mask, logprobs=ledger.logprobs,
             turn_index=ledger.turn_index, turn_rewards=turn_rewards, terminated=terminated,
-            truncated=truncated, info=info,
+            truncated=truncated, success=bool(step_info.get("success", False)) and error is None,
+            error=error, counts=counts,
+            state_keys=state_keys if env.spec.has_state_key else None,
+            # one per sampled token (the positions where loss_mask is 1), in order
+            policy_versions=versions or None, info=answer_info,
         )
 
 

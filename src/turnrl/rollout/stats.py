@@ -6,17 +6,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from turnrl.types import Trajectory
+from turnrl.types import EpisodeCounts, Trajectory
 
 
-def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Means over episodes; group spread is the mean within-group reward std."""
-    rewards = np.array([t.total_reward for t in trajectories], dtype=float)
+def rollout_metrics(trajectories: Sequence[Trajectory],
+                    returns: Sequence[float] | None = None) -> dict[str, float]:
+    """Means over episodes; group spread is the mean within-group reward std. ``returns``
+    are the episodes' scored outcome rewards (default: the env's, summed)."""
+    if returns is None:
+        returns = [t.total_reward for t in trajectories]
+    rewards = np.array(returns, dtype=float)
     groups: dict[int, list[float]] = {}
-    for traj in trajectories:
-        groups.setdefault(traj.group_id, []).append(traj.total_reward)
+    for traj, ret in zip(trajectories, returns, strict=True):
+        groups.setdefault(traj.group_id, []).append(float(ret))
     # a group of one has no spread to measure
     spreads = [float(np.std(g)) for g in groups.values() if len(g) > 1]
+
+    counts = [t.counts or EpisodeCounts() for t in trajectories]
 
     def mean(values: list[float]) -> float:
         return float(np.mean(values)) if values else 0.0
@@ -27,16 +33,15 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         **({"reward/group_std": mean(spreads),
             "reward/frac_zero_std_groups": mean([float(s == 0.0) for s in spreads])}
            if spreads else {}),
-        "rollout/success": mean([float(t.info.get("success", False)) for t in trajectories]),
+        "rollout/success": mean([float(t.success) for t in trajectories]),
         "rollout/turns": mean([t.num_turns for t in trajectories]),
         "rollout/sampled_tokens": mean([t.num_sampled_tokens for t in trajectories]),
         "rollout/total_tokens": mean([len(t.token_ids) for t in trajectories]),
         "rollout/truncated": mean([float(t.truncated) for t in trajectories]),
-        "rollout/invalid_actions": mean([t.info.get("invalid_actions", 0) for t in trajectories]),
-        "rollout/length_finishes": mean([t.info.get("length_finishes", 0)
-                                         for t in trajectories]),
-        "rollout/tool_calls": mean([t.info.get("tool_calls", 0) for t in trajectories]),
-        "rollout/tool_errors": mean([t.info.get("tool_errors", 0) for t in trajectories]),
+        "rollout/invalid_actions": mean([c.invalid_actions for c in counts]),
+        "rollout/length_finishes": mean([c.length_finishes for c in counts]),
+        "rollout/tool_calls": mean([c.tool_calls for c in counts]),
+        "rollout/tool_errors": mean([c.tool_errors for c in counts]),
         "rollout/repeated_outputs": repeated_outputs(trajectories),
         "rollout/episodes": float(len(trajectories)),
     }

@@ -8,8 +8,8 @@ and masks attention block-diagonally (causal within each sequence, nothing acros
 token's logits equal those of the padded layout.
 
 The learner packs a whole mini-batch into rows as wide as its longest trajectory and cuts
-the rows into forward passes (:func:`packed_passes`), so a pass costs no more memory than the
-widest padded pass while most of the padding is gone.
+the rows into forward passes (``turnrl.train.microbatch.packed_passes``), so a pass costs no
+more memory than the widest padded pass while most of the padding is gone.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import torch
 from torch import Tensor, nn
 
 from turnrl.models.policy import logprobs_from_logits
-from turnrl.types import Batch
 
 
 def first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
@@ -38,20 +37,6 @@ def first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
             bins[slot].append(i)
             used[slot] += lengths[i]
     return bins
-
-
-def packed_passes(batch: Batch, rows: Tensor, *, max_rows: int,
-                  max_tokens: int | None = None) -> list[Tensor]:
-    """Cut ``rows`` into forward passes for packing: pack them (first-fit decreasing) into
-    packed rows as wide as the longest of them, then give each pass up to ``max_rows`` packed
-    rows and, with ``max_tokens``, at most that many tokens (packed rows × width; at least
-    one packed row). Every row lands in exactly one pass."""
-    lengths = batch.attention_mask[rows].sum(-1).long().tolist()
-    width = max(lengths)
-    bins = first_fit_decreasing(lengths, width)
-    per_pass = max_rows if max_tokens is None else max(1, min(max_rows, max_tokens // width))
-    return [rows[torch.tensor([i for b in bins[k:k + per_pass] for i in b])]
-            for k in range(0, len(bins), per_pass)]
 
 
 @dataclass

@@ -21,7 +21,8 @@ from transformers import PreTrainedTokenizerBase
 from turnrl.envs.protocol import Env, HasActionSampler
 from turnrl.models.chat import ledger_from_messages
 from turnrl.models.policy import token_logprobs
-from turnrl.train.batch import bucketed_batches, layout, select
+from turnrl.train.layout import layout
+from turnrl.train.microbatch import bucketed_batches
 from turnrl.types import Message, Trajectory
 
 log = logging.getLogger("turnrl")
@@ -155,7 +156,7 @@ def sft_steps(policy: nn.Module, trajectories: Sequence[Trajectory], *, pad_toke
     policy.train()
     for epoch in range(epochs):
         for rows in bucketed_batches(batch, batch_size, generator):
-            micro = select(batch, rows).to(device)
+            micro = batch.select(rows).to(device)
             logprobs, _ = token_logprobs(policy, micro.input_ids, micro.attention_mask)
             tokens = micro.loss_mask.sum().clamp(min=1.0)
             loss = -(logprobs * micro.loss_mask).sum() / tokens

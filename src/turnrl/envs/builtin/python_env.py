@@ -3,7 +3,7 @@
 Tests whether the agent offloads computation to a tool: each task is a short word problem
 whose answer is an integer that takes several multi-digit operations (hard to do in the head,
 one line of Python). The agent may call ``python(code)`` any number of times (each call runs
-in :mod:`turnrl.envs.sandbox`, a separate, limited process) and ends with ``answer(x)``::
+in :mod:`turnrl.sandbox`, a separate, limited process) and ends with ``answer(x)``::
 
     system:    Solve the problem. Use the python tool to compute, then give the answer.
                Tools: ...
@@ -47,8 +47,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from turnrl.envs.protocol import EnvSpec
-from turnrl.envs.sandbox import Sandbox
 from turnrl.envs.tools import TOOL_FORMATS, Toolbox, ToolFormat, check_tool_role
+from turnrl.sandbox import Sandbox
 from turnrl.types import Message, StepResult
 
 SPEC = EnvSpec(
@@ -132,7 +132,7 @@ class PythonTool:
             remainder, series, boxes).
         tool_format: ``"auto"``, ``"compact"`` or ``"json"`` (see :mod:`turnrl.envs.tools`).
         wall_time_s, memory_mb: the sandbox's wall-clock and per-process memory limits of one
-            ``python`` call (the other limits are :class:`turnrl.envs.sandbox.SandboxConfig`'s
+            ``python`` call (the other limits are :class:`turnrl.sandbox.SandboxConfig`'s
             defaults).
         tool_role: role of the ``python`` results: ``"tool"``, or ``"user"`` for chat
             templates without a tool role (:func:`turnrl.envs.tools.check_tool_role`).

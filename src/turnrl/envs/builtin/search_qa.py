@@ -95,7 +95,7 @@ from turnrl.envs.retrieval import (
     get_retriever,
 )
 from turnrl.envs.tools import TOOL_FORMATS, Toolbox, ToolFormat, check_tool_role
-from turnrl.registry import closest_name
+from turnrl.registry import did_you_mean
 from turnrl.rewards import normalize_answer
 from turnrl.types import Message, StepResult
 
@@ -384,10 +384,8 @@ def _validate(hops: Any, top_k: Any, tool_format: Any, retriever: Any, dense_mod
     for name, value, choices in (("tool_format", tool_format, TOOL_FORMATS),
                                  ("retriever", retriever, RETRIEVER_KINDS)):
         if value not in choices:
-            close = closest_name(str(value), list(choices))
-            hint = f"; did you mean {close!r}?" if close else ""
             raise ValueError(f"search-qa-v0: {name} must be one of {choices}, got {value!r}"
-                             f"{hint}")
+                             f"{did_you_mean(str(value), choices)}")
     if retriever == "dense" and not dense_model:
         raise ValueError("search-qa-v0: retriever='dense' needs dense_model=<a local "
                          "sentence-transformers model directory or a Hugging Face model id>")

@@ -40,22 +40,21 @@ def format_reward(trajectory: Trajectory, *, pattern: str,
 def count_tool_calls(trajectory: Trajectory) -> int:
     """The episode's tool calls.
 
-    * ``trajectory.info["tool_calls"]``, which the runner always records: the sum over steps
+    * ``trajectory.counts.tool_calls``, which the runner always records: the sum over steps
       of the env's ``info["tool_calls"]``. ``Toolbox.call`` sets that to 1 for every tool it
       ran, **including** ``answer`` (the final answer is a call) and a call whose tool raised;
       replies without a valid call (no call, malformed, unknown tool, bad arguments) count 0.
-    * Without it (a trajectory built by hand), the number of ``tool``-role messages in the
+    * Without counts (a trajectory built by hand), the number of ``tool``-role messages in the
       transcript. That is not the same count, and it cannot be made the same from the
       messages alone (which calls were valid depends on the env's toolbox): the built-in
       tool envs (``search-qa-v0``, ``python-v0``) show only an information tool that ran
       without error (``search``, ``python``) as a ``tool`` message, and the observation of
       ``answer`` and of a tool that raised as a ``user`` message, so this count leaves out
-      the final answer and failed calls. Put ``info["tool_calls"]`` in a hand-built
-      trajectory to get the runner's count.
+      the final answer and failed calls. Give a hand-built trajectory
+      ``counts=EpisodeCounts(tool_calls=n)`` to get the runner's count.
     """
-    recorded = trajectory.info.get("tool_calls")
-    if recorded is not None:
-        return int(recorded)
+    if trajectory.counts is not None:
+        return trajectory.counts.tool_calls
     return sum(message["role"] == "tool" for message in trajectory.messages)
 
 
@@ -75,7 +74,7 @@ def tool_cost(trajectory: Trajectory, *, cost: float = 0.1, free_calls: int = 0)
     What counts as a call: in a runner's trajectory, every tool that ran, **the final**
     ``answer`` **call included** (and calls whose tool raised); so ``free_calls=1`` leaves
     the answer free and charges each search or computation, and an episode that answers
-    at once costs nothing. A hand-built trajectory without ``info["tool_calls"]`` is counted
+    at once costs nothing. A hand-built trajectory without ``counts`` is counted
     from its ``tool`` messages instead, which leave out the answer and failed calls (see
     :func:`count_tool_calls`): there ``free_calls=0`` already leaves the answer free.
 

@@ -1,0 +1,156 @@
+"""Cross-key validation of a config, before any heavy work or run directory.
+
+It lives with the config, not the loop (``turnrl train``, ``sft`` and ``eval`` all call
+:func:`validate` first), but outside ``turnrl.config``'s own imports: it reads the
+registries (algorithms, envs), which load torch. The config tree (pydantic) checks each
+section alone; :func:`validate` checks what needs
+several sections or the registries: every registry name exists, ``env.kwargs`` builds the
+env, the resolved algorithm fits the critic and batch settings, and ``distributed.*``
+agrees with ``train.mode`` (and Ray is installed when asked for). It returns what the
+checks had to build anyway: the resolved :class:`~turnrl.algos.presets.AlgoPreset` and the
+env's spec with its kwargs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+from dataclasses import dataclass
+
+import torch
+
+from turnrl import envs
+from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
+from turnrl.algos import needs_critic as advantage_needs_critic
+from turnrl.algos import needs_groups as advantage_needs_groups
+from turnrl.algos.presets import AlgoPreset
+from turnrl.algos.registry import CORRECTIONS, FILTERS, KL_PLACEMENTS
+from turnrl.config import Config, ConfigError, validate_names
+from turnrl.envs.registry import UnknownEnvError, resolves
+
+log = logging.getLogger("turnrl")
+
+
+@dataclass(frozen=True)
+class Validated:
+    """A config that passed every check, with the algorithm resolved and the env's spec."""
+
+    cfg: Config
+    algo: AlgoPreset
+    env_spec: envs.EnvSpec
+
+
+def validate(cfg: Config) -> Validated:
+    """All cross-key checks (see the module docstring); raises :class:`ConfigError`."""
+    check_names(cfg)
+    check_distributed(cfg)
+    env_spec = check_env_kwargs(cfg)
+    algo = cfg.algo.resolve()
+    check_algo(cfg, algo, env_spec)
+    if cfg.train.mode == "async" and cfg.train.max_staleness > 0 \
+            and algo.is_correction == "none":
+        # trajectories come from older policies: weight by the learner's own old log-probs
+        algo = dataclasses.replace(algo, is_correction="tis")
+        log.info("train.mode=async: algo.is_correction=tis (behaviour-policy correction)")
+    return Validated(cfg, algo, env_spec)
+
+
+def check_names(cfg: Config) -> None:
+    """Every registry name in the config exists (before any heavy work)."""
+    validate_names(cfg, {
+        "algo.preset": sorted(PRESETS),
+        "algo.advantage": ADVANTAGES.names(),
+        "algo.policy_loss": POLICY_LOSSES.names(),
+        "algo.loss_agg": AGGREGATIONS.names(),
+        "algo.kl_estimator": KL_ESTIMATORS.names(),
+        "algo.kl_mode": KL_PLACEMENTS.names(),
+        "algo.is_correction": CORRECTIONS.names(),
+        "algo.filters": FILTERS.names(),
+        # a prefix resolver's id (gym:<id>) needs no registration; check_env_kwargs checks it
+        "env.id": envs.registered_ids() + ([cfg.env.id] if resolves(cfg.env.id) else []),
+    })
+
+
+def check_env_kwargs(cfg: Config) -> envs.EnvSpec:
+    """Build the env once so a bad ``env.kwargs`` entry fails before any heavy work; returns
+    that instance's spec (``max_turns`` and the capabilities can depend on the kwargs; the
+    registered spec has the defaults)."""
+    try:
+        env = envs.make(cfg.env.id, **cfg.env.kwargs)
+    except (UnknownEnvError, ImportError) as error:  # a gym: id gymnasium lacks, or no gymnasium
+        where = cfg.origin_of("env.id")
+        raise ConfigError(f"{where + ': ' if where else ''}env.id: {error}") from None
+    except (TypeError, ValueError) as error:
+        # point at the kwarg the error names (an override or its YAML line), else the section
+        found = [(m.start(), key) for key in cfg.env.kwargs
+                 if (m := re.search(rf"\b{re.escape(key)}\b", str(error)))]
+        where = cfg.origin_of(f"env.kwargs.{min(found)[1]}" if found else "env.kwargs")
+        prefix = f"{where}: " if where else ""
+        raise ConfigError(f"{prefix}env.kwargs for {cfg.env.id!r}: {error}") from None
+    env.close()
+    return env.spec
+
+
+def check_algo(cfg: Config, algo: AlgoPreset, env_spec: envs.EnvSpec) -> None:
+    """Cross-key checks of the resolved algorithm that the config tree cannot see alone."""
+    if algo.kl_target is not None and not algo.kl_coef:
+        raise ConfigError("algo.kl_target: the adaptive controller scales kl_coef, so it needs "
+                          "a starting algo.kl_coef > 0 (e.g. algo.kl_coef=0.05)")
+    if advantage_needs_groups(algo.advantage) and cfg.train.group_size < 2:
+        raise ConfigError(f"train.group_size: advantage {algo.advantage!r} compares episodes "
+                          "of one task, so it needs group_size >= 2; got 1")
+    c = cfg.critic
+    critic = advantage_needs_critic(algo.advantage)
+    if not critic:
+        used = [f"critic.{key}={getattr(c, key)}" for key in ("shared", "privileged")
+                if getattr(c, key)] + ([f"critic.warmup_steps={c.warmup_steps}"]
+                                       if c.warmup_steps else [])
+        if used:
+            raise ConfigError(
+                f"{', '.join(used)}: advantage {algo.advantage!r} (preset {cfg.algo.preset!r}) "
+                "trains no critic; use a critic preset (ppo, turn_ppo) or drop the key")
+    if cfg.distributed.learner_strategy == "fsdp" and c.shared and critic:
+        raise ConfigError(
+            "critic.shared=true with distributed.learner_strategy=fsdp: a value head on the "
+            "sharded policy is not supported; set critic.shared=false (a separate critic, "
+            "sharded too) or use learner_strategy=ddp")
+    if c.privileged and not env_spec.has_privileged_info:
+        raise ConfigError(
+            f"critic.privileged: env {cfg.env.id!r} has no privileged_info() (its spec does "
+            "not declare has_privileged_info); set critic.privileged=false or use an env "
+            "that provides it")
+
+
+def check_distributed(cfg: Config) -> None:
+    """``distributed.*`` and ``train.mode`` agree, and Ray is installed when it is asked for."""
+    d = cfg.distributed
+    if d.learner_strategy == "fsdp" and d.num_learners < 2:
+        where = cfg.origin_of("distributed.learner_strategy")
+        raise ConfigError(f"{where + ': ' if where else ''}distributed.learner_strategy=fsdp "
+                          "shards the model over the learners: set distributed.num_learners "
+                          ">= 2 (on distributed.backend=ray), or keep learner_strategy=ddp")
+    if d.backend == "none":
+        needs = [f"{key}={value}" for key, value, default in (
+            ("train.mode", cfg.train.mode, "sync"),
+            ("distributed.num_learners", d.num_learners, 1),
+            ("distributed.num_env_workers", d.num_env_workers, 0),
+            ("distributed.num_rollout_workers", d.num_rollout_workers, 1)) if value != default]
+        if needs:
+            where = cfg.origin_of("distributed.backend") or cfg.origin_of(needs[0].split("=")[0])
+            raise ConfigError(f"{where + ': ' if where else ''}{', '.join(needs)} runs on Ray: "
+                              "set distributed.backend=ray (and install turnrl[ray])")
+        return
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        where = cfg.origin_of("distributed.backend")
+        raise ConfigError(f"{where + ': ' if where else ''}distributed.backend=ray needs Ray, "
+                          "which is not installed: pip install 'turnrl[ray]' (or set "
+                          "distributed.backend=none)") from None
+    if d.ray_address is None:  # the local instance this run will start: check it now
+        from turnrl.distributed.rollout_cluster import check_resources
+
+        check_resources(d, {"CPU": float(d.num_cpus or os.cpu_count() or 1),
+                            "GPU": float(torch.cuda.device_count())})

@@ -1,0 +1,264 @@
+"""What happens around the RL steps: the loop state and the hooks at the end of each step.
+
+:class:`LoopState` is all the loop itself keeps: the step, the evaluation before RL, the
+rollbacks so far, a pending stop signal and the policy version. :class:`StepHooks` runs
+after each step, in order: log the metrics, check the collapse alarms (warn, stop, or roll
+back to an earlier checkpoint with smaller learning rates), evaluate every
+``train.eval_every`` steps, checkpoint every ``train.checkpoint_every`` steps, and stop
+cleanly (after a checkpoint) when SIGINT or SIGTERM arrived. It also saves and restores the
+training state of a checkpoint (optimizers, generators, alarms, the task cursor, the KL
+coefficient).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from rich.markup import escape
+
+from turnrl.algos.correction import AdaptiveKLController
+from turnrl.train.alarms import ACTIONABLE, AlarmMonitor, default_rules
+from turnrl.train.checkpoint import (
+    checkpoint_step,
+    checkpoints,
+    load_training_state,
+    prune_checkpoints,
+    save_checkpoint,
+)
+from turnrl.train.collect import Collector
+from turnrl.train.learner import Learner
+from turnrl.train.setup import Run
+
+log = logging.getLogger("turnrl")
+
+
+class Interrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped the RL loop after a step; a checkpoint was saved."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+
+class AlarmStop(RuntimeError):
+    """A collapse alarm stopped the run (``alarms.on_alarm=stop``, or too many rollbacks)."""
+
+
+@dataclass
+class LoopState:
+    """What the RL loop keeps between steps."""
+
+    step: int = 0  # RL steps done
+    before: dict[str, float] | None = None  # the evaluation before RL
+    rollbacks: int = 0
+    stop_signal: int | None = None  # SIGINT/SIGTERM received during RL
+    policy_version: int = 0  # learner updates so far (stamped on sampled tokens)
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def steps(self, total: int) -> Iterator[int]:
+        """The steps still to run (a rollback moves ``step`` back)."""
+        while self.step < total:
+            yield self.step
+
+
+def build_monitor(run: Run) -> AlarmMonitor:
+    a = run.cfg.alarms
+    return AlarmMonitor(default_rules(
+        min_entropy=a.min_entropy, max_zero_std_groups=a.max_zero_std_groups,
+        max_kl=a.max_kl, grad_spike=a.grad_spike, min_length_ratio=a.min_length_ratio,
+        max_repeated=a.max_repeated, max_grad_norm=run.cfg.train.max_grad_norm),
+        patience=a.patience)
+
+
+def alarm_details(fired: list[str], metrics: dict[str, float]) -> str:
+    """``alarm/entropy_collapse (loss/entropy 0.0031)``, ... for the alarms that fired."""
+    by_name = {f"alarm/{rule.name}": rule.metric for rule in default_rules()}
+    return ", ".join(f"{name} ({by_name[name]} {metrics[by_name[name]]:.4g})" for name in fired)
+
+
+@contextlib.contextmanager
+def stop_signals(state: LoopState) -> Iterator[None]:
+    """While the RL loop runs, SIGINT and SIGTERM ask it to stop after the current step
+    (``state.stop_signal``) instead of killing it mid-update; a second one stops at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def request(signum: int, _frame: object) -> None:
+        if state.stop_signal is not None:  # asked twice: the user means it
+            raise KeyboardInterrupt
+        state.stop_signal = signum
+        log.warning("%s: stopping after this step (a checkpoint will be saved)",
+                    signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, request) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+class StepHooks:
+    """The end-of-step hooks of one run (see the module docstring).
+
+    Args:
+        run: the run's pieces; ``learner`` is rebuilt by ``rebuild`` on a rollback.
+        state: the loop state.
+        collector: its task cursor is saved in checkpoints.
+        controller: the adaptive KL coefficient (None: fixed).
+        evaluate: ``evaluate(step, label)`` runs and logs a held-out evaluation.
+        rebuild: ``rebuild(checkpoint)`` reloads the model and learner from a checkpoint.
+        push_weights: the learner's weights to the engine (and rollout workers).
+        gather_states: before a checkpoint, gathers sharded optimizer states (FSDP).
+    """
+
+    def __init__(self, run: Run, state: LoopState, learner: Learner, collector: Collector, *,
+                 controller: AdaptiveKLController | None,
+                 evaluate: Callable[[int, str], dict[str, float]],
+                 rebuild: Callable[[Path], Learner], push_weights: Callable[[], None],
+                 gather_states: Callable[[Learner], None] | None = None) -> None:
+        self.run, self.state, self.learner, self.collector = run, state, learner, collector
+        self.controller = controller
+        self.evaluate, self.rebuild, self.push_weights = evaluate, rebuild, push_weights
+        self.gather_states = gather_states
+        self.monitor = build_monitor(run)
+
+    def start(self) -> None:
+        """Before the first RL step: with ``alarms.on_alarm=rollback``, a checkpoint to roll
+        back to (unless the run resumes from one)."""
+        if self.run.cfg.alarms.on_alarm == "rollback" and self.run.resume_from is None:
+            self.checkpoint(self.state.step)
+
+    @property
+    def kl_coef(self) -> float:
+        return self.controller.coef if self.controller is not None else self.run.algo.kl_coef
+
+    def end_step(self, metrics: dict[str, float], advance: Callable[[str], None]) -> None:
+        """Log, alarms, evaluation, checkpoint and signals after the RL step just done."""
+        cfg, state = self.run.cfg, self.state
+        fired, flags = self.monitor.check(metrics)
+        metrics.update(flags)
+        done = state.step + 1
+        self.run.logger.log(done, metrics)
+        state.history.append(metrics)
+        advance(f"reward {metrics['reward/mean']:.3f} success {metrics['rollout/success']:.3f}"
+                + (f" [red]{' '.join(fired)}[/red]" if fired else ""))
+        if fired:
+            rolled_back = self.on_alarm(done, fired, metrics)
+            if rolled_back is not None and state.stop_signal is None:
+                state.step = rolled_back
+                return
+            if rolled_back is not None:  # rolled back, and asked to stop: stop there
+                done = rolled_back
+        t = cfg.train
+        if t.eval_every and done % t.eval_every == 0 and done < t.steps:
+            self.evaluate(done, f"step {done}")
+        saved = bool(t.checkpoint_every and done % t.checkpoint_every == 0)
+        if saved:
+            self.checkpoint(done)
+        state.step = done
+        if state.stop_signal is not None:  # SIGINT/SIGTERM: save, then stop cleanly
+            if not saved:
+                self.checkpoint(done)
+            name = signal.Signals(state.stop_signal).name
+            raise Interrupted(state.stop_signal,
+                              f"stopped by {name} after step {done}; checkpoint saved: resume "
+                              f"with `turnrl train --resume {self.run.run_dir}`")
+
+    def checkpoint(self, step: int) -> None:
+        learner, run = self.learner, self.run
+        if self.gather_states is not None:  # fsdp: the sharded optimizer states, gathered
+            self.gather_states(learner)
+        save_checkpoint(run.run_dir, step, policy=run.model.policy, tokenizer=run.model.tokenizer,
+                        optimizers={"policy": learner.optimizer,
+                                    "critic": learner.critic_optimizer},
+                        critic=learner.critic,
+                        extra_state={"eval_before": self.state.before,
+                                     "seed_cursor": self.collector.cursor,
+                                     "kl_coef": self.kl_coef,
+                                     "metrics_lines": run.logger.lines,
+                                     "alarms": self.monitor.state(),
+                                     "rollbacks": self.state.rollbacks,
+                                     "generators": {
+                                         "engine": run.model.engine.generator.get_state().tolist(),
+                                         "learner": learner.generator.get_state().tolist()}})
+        prune_checkpoints(run.run_dir, run.cfg.train.keep_last)
+
+    def resume(self, checkpoint: Path) -> None:
+        """Continue a run from ``checkpoint``: its training state and the loop's step, the
+        evaluation before RL and the rollbacks so far."""
+        saved = self.restore(checkpoint)
+        self.state.step, self.state.before = saved["step"], saved.get("eval_before")
+        self.state.rollbacks = saved.get("rollbacks", 0)
+
+    def restore(self, checkpoint: Path) -> dict:
+        """Optimizers, RNG states, the task cursor, the KL coefficient, the alarms and the
+        engine's and learner's generators from ``checkpoint``; returns its ``state.json``."""
+        learner = self.learner
+        state = load_training_state(checkpoint, {
+            "policy": learner.optimizer, "critic": learner.critic_optimizer})
+        self.collector.cursor = state.get("seed_cursor",
+                                          state["step"] * self.run.cfg.train.n_groups)
+        if self.controller is not None:
+            self.controller.coef = state.get("kl_coef", self.controller.coef)
+        for name, generator in (("engine", self.run.model.engine.generator),
+                                ("learner", learner.generator)):
+            generator.set_state(torch.tensor(state["generators"][name], dtype=torch.uint8))
+        if "alarms" in state:
+            self.monitor.load_state(state["alarms"])
+        return state
+
+    def on_alarm(self, done: int, fired: list[str], metrics: dict[str, float]) -> int | None:
+        """Act on alarms raised at step ``done`` (``alarms.on_alarm``): warn; stop (after a
+        checkpoint); or roll back to the newest checkpoint from before the alarms' streak,
+        with the learning rates scaled by ``alarms.rollback_lr_factor``. Returns the step
+        to continue from after a rollback, else None."""
+        a, run = self.run.cfg.alarms, self.run
+        message = f"step {done}: {alarm_details(fired, metrics)}"
+        log.warning("%s", message)
+        run.progress.console.print(f"[yellow]warning[/yellow]: {escape(message)}")
+        if a.on_alarm == "warn" or not any(ACTIONABLE[name] for name in fired):
+            return None  # the warn-only alarms may mean the task is solved
+        if a.on_alarm == "stop" or self.state.rollbacks >= a.max_rollbacks:
+            self.checkpoint(done)
+            why = (f"after {self.state.rollbacks} rollbacks " if a.on_alarm == "rollback" else "")
+            raise AlarmStop(f"{message}; stopped {why}(alarms.on_alarm={a.on_alarm}); the "
+                            f"last state is checkpointed in {run.run_dir / 'checkpoints'}")
+        good = [p for p in checkpoints(run.run_dir) if checkpoint_step(p) <= done - a.patience]
+        if not good:
+            self.checkpoint(done)
+            raise AlarmStop(f"{message}; no checkpoint from before the alarm to roll back to "
+                            f"(keep more with train.keep_last or checkpoint more often with "
+                            f"train.checkpoint_every); the last state is checkpointed")
+        return self.roll_back(good[-1])
+
+    def roll_back(self, target: Path) -> int:
+        """Resume from checkpoint ``target`` with the learning rates scaled down; returns its
+        step."""
+        for newer in checkpoints(self.run.run_dir):  # written during the collapse: never resume
+            if checkpoint_step(newer) > checkpoint_step(target):
+                shutil.rmtree(newer)
+        self.learner = self.rebuild(target)
+        optimizers = [o for o in (self.learner.optimizer, self.learner.critic_optimizer) if o]
+        configured = [[group["lr"] for group in o.param_groups] for o in optimizers]
+        state = self.restore(target)  # (also restores the checkpoint's learning rates)
+        self.state.rollbacks += 1
+        scale = self.run.cfg.alarms.rollback_lr_factor ** self.state.rollbacks
+        for optimizer, lrs in zip(optimizers, configured, strict=True):
+            for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+                group["lr"] = lr * scale
+        self.monitor.reset_streaks()
+        self.push_weights()  # the workers sample with the rolled-back weights
+        self.run.logger.log(self.state.step + 1, {"alarm/rollback_to": float(state["step"]),
+                                                  "alarm/lr_scale": scale}, phase="alarm")
+        log.warning("rolled back to %s with learning rates x%g", target.name, scale)
+        return int(state["step"])

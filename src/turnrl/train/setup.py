@@ -1,0 +1,362 @@
+"""Setup: the pieces of a run, each built once from a validated config.
+
+:func:`open_run` makes the run directory and loads the model (tokenizer, policy, engine),
+the metrics logger and the progress display; :func:`build_learner` the learner (critic and
+frozen reference when the algorithm needs them); :func:`build_collector` the collector, on
+this process or on Ray workers (:func:`start_distributed`). ``turnrl train``, ``turnrl sft``
+and ``turnrl eval`` all build from these functions; the loop in :mod:`turnrl.train.loop`
+only calls them.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+import random
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from turnrl import envs
+from turnrl.algos import needs_critic
+from turnrl.algos.correction import AdaptiveKLController
+from turnrl.algos.presets import AlgoPreset
+from turnrl.config import Config, ConfigError, save_config
+from turnrl.config.checks import Validated, validate
+from turnrl.envs.latency import with_latency
+from turnrl.envs.protocol import Env
+from turnrl.eval.evaluate import evaluate
+from turnrl.models.chat import encode, render
+from turnrl.models.policy import (
+    ValueModel,
+    check_model_path,
+    load_policy,
+    load_tokenizer,
+    peft_lora_kwargs,
+    resolve_device,
+    resolve_dtype,
+)
+from turnrl.models.tiny import init_tiny_model
+from turnrl.rewards import CombinedReward, RewardSpecError, combine
+from turnrl.rollout.engine import SamplingParams
+from turnrl.rollout.hf import HFEngine
+from turnrl.rollout.runner import Runner
+from turnrl.train import sft
+from turnrl.train.checkpoint import latest_checkpoint
+from turnrl.train.collect import Collector
+from turnrl.train.learner import GradientSync, Learner
+from turnrl.train.progress import Progress
+from turnrl.train.scoring import Shaping
+from turnrl.train.tracking import MetricsLogger
+from turnrl.types import Trajectory
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+
+SFT_SEED_OFFSET = 500_000_000  # SFT demonstrations use seeds disjoint from RL tasks
+
+
+@dataclass
+class Model:
+    """The tokenizer, the trainable policy and the engine that samples from it."""
+
+    tokenizer: PreTrainedTokenizerBase
+    policy: PreTrainedModel | PeftModel  # a peft model with LoRA
+    engine: HFEngine
+
+
+@dataclass
+class Run:
+    """What one training run is built from (a rollback reloads ``model`` from a
+    checkpoint; everything else stays)."""
+
+    checked: Validated
+    run_dir: Path
+    device: torch.device
+    make_env: Callable[[], Env]
+    rewards: CombinedReward | None
+    model: Model
+    logger: MetricsLogger
+    progress: Progress
+    resume_from: Path | None  # the checkpoint a resumed run continues from
+
+    @property
+    def cfg(self) -> Config:
+        return self.checked.cfg
+
+    @property
+    def algo(self) -> AlgoPreset:
+        return self.checked.algo
+
+
+def setup_torch(cfg: Config) -> torch.device:
+    """Threads, seeds and determinism; returns the device to run on."""
+    torch.set_num_threads(cfg.run.threads)
+    random.seed(cfg.run.seed)
+    np.random.seed(cfg.run.seed)
+    torch.manual_seed(cfg.run.seed)
+    if cfg.run.deterministic:
+        torch.use_deterministic_algorithms(True)
+    return resolve_device(cfg.run.device)
+
+
+def build_rewards(cfg: Config) -> CombinedReward | None:
+    """``reward.terms`` as one weighted sum (None when there are none)."""
+    if not cfg.reward.terms:
+        return None
+    origin = cfg.origin_of("reward.terms")
+    try:
+        return combine(cfg.reward.terms,
+                       where=f"{origin}: reward.terms" if origin else "reward.terms")
+    except RewardSpecError as error:
+        raise ConfigError(str(error)) from None
+
+
+def env_factory(cfg: Config) -> Callable[[], Env]:
+    """Builds one env of the config (picklable: Ray workers build their envs with it)."""
+    make = functools.partial(envs.make, cfg.env.id, **cfg.env.kwargs)
+    lat = cfg.env.latency
+    if lat.median_s > 0:
+        return functools.partial(with_latency, make, lat.median_s, lat.sigma, lat.max_s)
+    return make
+
+
+def new_run_dir(cfg: Config) -> Path:
+    """``<out_dir>/<name>``, or ``<name>-2``, ``-3``... if taken."""
+    root = Path(cfg.run.out_dir)
+    run_dir, n = root / cfg.run.name, 1
+    while run_dir.exists():
+        n += 1
+        run_dir = root / f"{cfg.run.name}-{n}"
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def model_source(cfg: Config, run_dir: Path) -> str:
+    """The model dir to load: the built-in tiny model is written into the run dir first."""
+    if cfg.model.path != "tiny":
+        return cfg.model.path
+    return str(init_tiny_model(run_dir.resolve() / "base_model", cfg.model.tiny))
+
+
+def load_model(cfg: Config, source: str | Path, device: torch.device, *,
+               fresh_lora: bool) -> Model:
+    """The tokenizer, the policy and its engine from a model dir or a checkpoint (which
+    holds LoRA adapters already: ``fresh_lora=False``)."""
+    dtype = resolve_dtype(cfg.model.dtype, device)
+    lora = peft_lora_kwargs(cfg.model.lora) if cfg.model.lora.enabled and fresh_lora else None
+    tokenizer = load_tokenizer(source)
+    policy = load_policy(source, dtype=dtype, device=device, lora=lora)
+    engine = HFEngine(policy, eos_token_id=tokenizer.eos_token_id,
+                      pad_token_id=tokenizer.pad_token_id,
+                      max_batch_size=cfg.rollout.max_batch_size, seed=cfg.run.seed)
+    return Model(tokenizer, policy, engine)
+
+
+def check_inputs(cfg: Config, *, resume: Path | None) -> list | None:
+    """What can be checked before the run dir exists: the model dir and its tokenizer, and
+    a user's SFT dataset (returned, read once)."""
+    if resume is None and cfg.model.path != "tiny":
+        check_model_path(cfg.model.path)
+        load_tokenizer(cfg.model.path)  # e.g. no chat template: said before any work
+    if resume is None and cfg.sft.enabled and cfg.sft.source == "jsonl" \
+            and cfg.sft.path is not None:
+        return sft.load_conversations(cfg.sft.path)
+    return None
+
+
+def open_run(checked: Validated, *, resume: Path | None = None) -> Run:
+    """The run directory (new, or ``resume``), its resolved ``config.yaml``, the model (from
+    the newest checkpoint when resuming) and the metrics logger."""
+    cfg = checked.cfg
+    rewards = build_rewards(cfg)
+    device = setup_torch(cfg)
+    run_dir = resume if resume is not None else new_run_dir(cfg)
+    save_config(cfg, run_dir / "config.yaml")
+    resume_from = latest_checkpoint(run_dir) if resume is not None else None
+    source = str(resume_from) if resume_from else model_source(cfg, run_dir)
+    model = load_model(cfg, source, device, fresh_lora=resume_from is None)
+    resume_at = None
+    if resume_from is not None:
+        saved = json.loads((resume_from / "state.json").read_text())
+        if "metrics_lines" in saved:
+            resume_at = (saved["metrics_lines"], saved["step"])
+    elif resume is not None:  # killed before its first checkpoint: the run starts over
+        resume_at = (0, -1)
+    logger = MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard, wandb=cfg.log.wandb,
+                           mlflow=cfg.log.mlflow, run_name=run_dir.name,
+                           config=json.loads(json.dumps(cfg.model_dump())), resume_at=resume_at)
+    return Run(checked, run_dir, device, env_factory(cfg), rewards, model, logger,
+               Progress(enabled=cfg.log.progress), resume_from)
+
+
+def sampling(cfg: Config, temperature: float) -> tuple[SamplingParams, dict[str, Any]]:
+    """The sampling parameters of every agent turn and the runner's keyword arguments."""
+    r = cfg.rollout
+    params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=temperature,
+                            top_p=r.top_p)
+    return params, {"max_context_tokens": r.max_context_tokens,
+                    "step_timeout_s": cfg.env.step_timeout_s, "sampling_seed": cfg.run.seed}
+
+
+def runner(cfg: Config, model: Model, temperature: float) -> Runner:
+    params, kwargs = sampling(cfg, temperature)
+    return Runner(model.engine, model.tokenizer, params, **kwargs)
+
+
+def run_eval(cfg: Config, model: Model, make_env: Callable[[], Env], progress: Progress,
+             label: str) -> dict[str, float]:
+    """Held-out evaluation (``eval.*`` on seeds from ``env.eval_seed_start``): the summary."""
+    e = cfg.eval
+    seeds = range(cfg.env.eval_seed_start, cfg.env.eval_seed_start + e.episodes)
+    with progress.task(f"eval ({label})", None) as advance:
+        summary, _ = evaluate(runner(cfg, model, e.temperature), make_env, seeds,
+                              samples_per_task=e.samples_per_task, pass_k=e.pass_k)
+        advance(f"success {summary['success']:.3f}")
+    return summary
+
+
+def evaluate_run(run: Run, step: int, label: str) -> dict[str, float]:
+    """:func:`run_eval` on the run's current model, logged as ``eval/*`` at ``step``."""
+    summary = run_eval(run.cfg, run.model, run.make_env, run.progress, label)
+    run.logger.log(step, {f"eval/{k}": v for k, v in summary.items()}, phase="eval")
+    return summary
+
+
+def warm_start(cfg: Config, model: Model, make_env: Callable[[], Env], progress: Progress,
+               log_metrics: Callable[[int, dict[str, float]], None],
+               conversations: list | None = None) -> None:
+    """SFT on oracle demonstrations (imperfect by ``random_action_prob``) or a JSONL file."""
+    c = cfg.sft
+    if c.source == "jsonl":
+        assert c.path is not None
+        conversations = conversations or sft.load_conversations(c.path)
+    else:
+        start = cfg.env.train_seed_start + SFT_SEED_OFFSET
+        conversations = sft.oracle_demonstrations(
+            make_env, range(start, start + c.episodes), random_action_prob=c.random_action_prob,
+            train_random_actions=c.train_random_actions, seed=cfg.run.seed)
+    probe = make_env()
+    tools = probe.tool_schemas() if probe.spec.tools else None  # type: ignore[attr-defined]
+    probe.close()
+    trajectories = sft.conversations_to_trajectories(model.tokenizer, conversations, tools=tools)
+    total = c.epochs * -(-len(trajectories) // c.batch_size)
+    with progress.task("SFT", total) as advance:
+        for i, metrics in enumerate(sft.sft_steps(
+                model.policy, trajectories, pad_token_id=model.tokenizer.pad_token_id,
+                epochs=c.epochs, batch_size=c.batch_size, lr=c.lr,
+                max_grad_norm=c.max_grad_norm, seed=cfg.run.seed)):
+            log_metrics(i, metrics)
+            advance(f"loss {metrics['sft/loss']:.3f}")
+
+
+def run_sft(cfg: Config, *, out: Path | None = None) -> tuple[Run, Path, dict[str, float]]:
+    """The SFT stage alone (``turnrl sft``): validate, open a run, warm start, save the
+    model to ``out`` (default ``<run dir>/sft_model``) and evaluate it. Returns the run, the
+    model dir and the evaluation."""
+    checked = validate(cfg)
+    conversations = check_inputs(cfg, resume=None)
+    run = open_run(checked)
+    warm_start(cfg, run.model, run.make_env, run.progress,
+               lambda i, m: run.logger.log(i, m, phase="sft"), conversations)
+    out = out or run.run_dir / "sft_model"
+    run.model.policy.save_pretrained(str(out))
+    run.model.tokenizer.save_pretrained(str(out))
+    summary = evaluate_run(run, 0, "after SFT")
+    run.logger.close()
+    return run, out, summary
+
+
+def frozen_reference(run: Run) -> torch.nn.Module | None:
+    """The KL reference (None when ``algo.kl_coef`` is 0): the policy as RL first started,
+    saved once to ``run_dir/reference`` (LoRA merged in) so that a resumed run keeps
+    comparing against the same model; a fresh start (or a restart of a run killed before
+    its first checkpoint) replaces an old copy."""
+    if not run.algo.kl_coef:
+        return None
+    path = run.run_dir / "reference"
+    if run.resume_from is None:
+        shutil.rmtree(path, ignore_errors=True)
+    if not path.is_dir():
+        model = copy.deepcopy(run.model.policy)
+        if hasattr(model, "merge_and_unload"):  # a peft policy: save a full model
+            model = model.merge_and_unload()
+        tmp = run.run_dir / ".tmp_reference"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(str(tmp))
+        os.replace(tmp, path)
+    dtype = resolve_dtype(run.cfg.model.dtype, run.device)
+    return load_policy(path, dtype=dtype, device=run.device).eval().requires_grad_(False)
+
+
+def build_learner(run: Run, *, source: Path | None, reference: torch.nn.Module | None,
+                  sync: GradientSync | None = None) -> Learner:
+    """The learner of the run's current policy; its critic loaded from checkpoint
+    ``source`` (None: a new critic), and ``reference`` the frozen KL reference (None when
+    the algorithm has no KL term)."""
+    cfg, algo = run.cfg, run.algo
+    critic = (ValueModel.from_policy(run.model.policy, source=source, shared=cfg.critic.shared)
+              if needs_critic(algo.advantage) else None)
+    norm_len = cfg.train.norm_len or run.checked.env_spec.max_turns * cfg.rollout.max_new_tokens
+    return Learner(run.model.policy, algo, cfg.train, critic_cfg=cfg.critic, critic=critic,
+                   reference=reference, norm_len=float(norm_len),
+                   temperature=cfg.rollout.temperature, seed=cfg.run.seed, sync=sync)
+
+
+def kl_controller(algo: AlgoPreset) -> AdaptiveKLController | None:
+    """The adaptive KL coefficient's controller (``algo.kl_target``), or None."""
+    return (AdaptiveKLController(coef=algo.kl_coef, target=algo.kl_target)
+            if algo.kl_target else None)
+
+
+def shaping(cfg: Config, algo: AlgoPreset) -> Shaping:
+    return Shaping(env_weight=cfg.reward.env_weight, score_failures=cfg.env.on_error == "score",
+                   error_reward=cfg.env.error_reward, max_len=cfg.rollout.max_new_tokens,
+                   overlong_cache=algo.overlong_cache)
+
+
+def build_collector(run: Run, play: Callable[[int, int], list[Trajectory]], *,
+                    source: Any = None, cursor: int = 0) -> Collector:
+    """The collector of RL episodes: ``play(first, n)`` plays groups ``first..first+n−1``
+    (here or on Ray workers); ``source`` are asynchronous groups (``train.mode=async``)."""
+    cfg, t = run.cfg, run.cfg.train
+    return Collector(play, rewards=run.rewards, shaping=shaping(cfg, run.algo),
+                     filters=run.algo.filters, n_groups=t.n_groups, group_size=t.group_size,
+                     max_tries=t.max_sampling_tries,
+                     max_failed_batches=cfg.env.max_failed_batches, env_id=cfg.env.id,
+                     source=source, cursor=cursor)
+
+
+def local_play(run: Run) -> Callable[[int, int], list[Trajectory]]:
+    """Play groups in this process: group ``i`` has task seed ``env.train_seed_start + i``."""
+    def play(first: int, n: int) -> list[Trajectory]:
+        seeds = [run.cfg.env.train_seed_start + first + i for i in range(n)]
+        return runner(run.cfg, run.model, run.cfg.rollout.temperature).collect(
+            run.make_env, seeds, run.cfg.train.group_size, first_group_id=first)
+
+    return play
+
+
+def critic_prefixes(run: Run, learner: Learner,
+                    trajectories: list[Trajectory]) -> list[list[int]] | None:
+    """A privileged critic's extra input per trajectory (``critic.privileged``), else None."""
+    if not (run.cfg.critic.privileged and learner.critic is not None):
+        return None
+    return [privileged_prefix(run.model.tokenizer, t) for t in trajectories]
+
+
+def privileged_prefix(tokenizer: PreTrainedTokenizerBase, trajectory: Trajectory) -> list[int]:
+    """The privileged critic's extra input: the env's ``privileged_info()`` (recorded after
+    reset) as a system message in the chat template."""
+    text = render(tokenizer, [{"role": "system", "content": "Privileged information (critic "
+                               f"only): {trajectory.privileged_info or ''}"}],
+                  add_generation_prompt=False)
+    return encode(tokenizer, text)
