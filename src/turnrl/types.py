@@ -5,8 +5,8 @@ Shapes: ``B`` trajectories, ``T`` tokens, ``K`` agent turns.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Literal, NamedTuple, NotRequired, Self, TypedDict
+from dataclasses import Field, asdict, dataclass, field, fields, replace
+from typing import Any, ClassVar, Literal, NamedTuple, NotRequired, Self, TypedDict
 
 from torch import Tensor
 
@@ -131,6 +131,7 @@ class _Rows:
     """Row selection and device moves shared by the batch types below: every tensor field is
     per row; those marked per-token are also cut to the selected rows' longest sequence."""
 
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every subclass is a dataclass
     attention_mask: Tensor
 
     @property
@@ -142,21 +143,21 @@ class _Rows:
         padding to compute)."""
         width = int(self.attention_mask[rows].sum(-1).max().item())
         picked = {}
-        for f in fields(self):  # type: ignore[arg-type]
+        for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, Tensor):
                 picked[f.name] = value[rows, :width] if f.metadata.get("per_token") \
                     else value[rows]
-        return replace(self, **picked)  # type: ignore[type-var]
+        return replace(self, **picked)
 
     def to(self, device: Any) -> Self:
         """The tensors on ``device`` (the same object when they are there already)."""
         moved = {f.name: getattr(self, f.name).to(device)
-                 for f in fields(self)  # type: ignore[arg-type]
+                 for f in fields(self)
                  if isinstance(getattr(self, f.name), Tensor)}
         if all(moved[name] is getattr(self, name) for name in moved):
             return self
-        return replace(self, **moved)  # type: ignore[type-var]
+        return replace(self, **moved)
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,8 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
-def _merge_overrides(data: dict[str, Any], overrides: Sequence[str], origin: Origin) -> dict:
+def _merge_overrides(data: dict[str, Any], overrides: Sequence[str], origin: Origin
+                     ) -> dict[str, Any]:
     """The file's ``data`` with each override set at its key, later ones winning."""
     parsed = [(text, *_parse_override(text)) for text in overrides]
     if not parsed:
@@ -181,7 +182,8 @@ def _merge_overrides(data: dict[str, Any], overrides: Sequence[str], origin: Ori
             message = f"{dotted}: cannot set this key: {_first_line(exc)}"
             raise ConfigError([ConfigIssue(dotted, message, f"override {text!r}")]) from None
         origin.set_by_override(dotted, text)
-    return OmegaConf.to_container(merged, resolve=False)  # type: ignore[return-value]
+    # a DictConfig (what OmegaConf.create makes of a dict) always converts to a dict
+    return cast("dict[str, Any]", OmegaConf.to_container(merged, resolve=False))
 
 
 # --------------------------------------------------------------------------------------

@@ -13,11 +13,11 @@ import math
 import numbers
 import threading
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from transformers import PreTrainedTokenizerBase
 
-from turnrl.envs.protocol import Env
+from turnrl.envs.protocol import Env, HasPrivilegedInfo, HasStateKey, HasTools
 from turnrl.models.chat import TemplateLedger
 from turnrl.rollout.engine import Engine, SamplingParams
 from turnrl.types import EpisodeCounts, StepResult, Trajectory
@@ -130,9 +130,10 @@ class Runner:
             raise EnvFailure(f"env.reset must return (messages, info: dict) with messages a "
                              f"list of {{'role', 'content': str}}, got {reset!r:.200}")
         messages, reset_info = reset
-        privileged = (await self._call(env, env.privileged_info)  # type: ignore[attr-defined]
+        # a capability declared on the spec is implemented (check_env checks that they agree)
+        privileged = (await self._call(env, cast(HasPrivilegedInfo, env).privileged_info)
                       if env.spec.has_privileged_info else None)
-        tools = guarded(env.tool_schemas) if env.spec.tools else None  # type: ignore[attr-defined]
+        tools = guarded(cast(HasTools, env).tool_schemas) if env.spec.tools else None
         ledger = TemplateLedger(self.tokenizer, tools=tools)
         ledger.add_messages(messages, turn=-1, add_generation_prompt=False)
         session = f"episode-{next(self._episode_ids)}"
@@ -192,7 +193,7 @@ class Runner:
                 break
             if env.spec.has_state_key:
                 try:
-                    key = guarded(env.state_key)  # type: ignore[attr-defined]
+                    key = guarded(cast(HasStateKey, env).state_key)  # declared by the spec
                 except EnvFailure as failure:  # keep the turns played so far
                     error = episode_error(env, seed, f"state_key at turn {turn}", failure)
                     truncated = True

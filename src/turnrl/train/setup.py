@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -32,7 +32,7 @@ from turnrl.algos.presets import AlgoPreset
 from turnrl.config import Config, ConfigError, save_config
 from turnrl.config.checks import Validated, validate
 from turnrl.envs.latency import with_latency
-from turnrl.envs.protocol import Env
+from turnrl.envs.protocol import Env, HasTools
 from turnrl.eval.evaluate import evaluate
 from turnrl.models.chat import encode, render
 from turnrl.models.policy import (
@@ -245,7 +245,8 @@ def warm_start(cfg: Config, model: Model, make_env: Callable[[], Env], progress:
             make_env, range(start, start + c.episodes), random_action_prob=c.random_action_prob,
             train_random_actions=c.train_random_actions, seed=cfg.run.seed)
     probe = make_env()
-    tools = probe.tool_schemas() if probe.spec.tools else None  # type: ignore[attr-defined]
+    # declared by the spec, so implemented (check_env checks that they agree)
+    tools = cast(HasTools, probe).tool_schemas() if probe.spec.tools else None
     probe.close()
     trajectories = sft.conversations_to_trajectories(model.tokenizer, conversations, tools=tools)
     total = c.epochs * -(-len(trajectories) // c.batch_size)
@@ -288,7 +289,7 @@ def frozen_reference(run: Run) -> torch.nn.Module | None:
     if not path.is_dir():
         model = copy.deepcopy(run.model.policy)
         if hasattr(model, "merge_and_unload"):  # a peft policy: save a full model
-            model = model.merge_and_unload()
+            model = cast("PeftModel", model).merge_and_unload()  # PreTrainedModel has none
         tmp = run.run_dir / ".tmp_reference"
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(str(tmp))
