@@ -40,9 +40,10 @@ knob [default]        mechanism           what the code sees at the limit
 ``wall_time_s`` [5]   supervisor timer    ``TimeoutError: code ran longer than 5 s ...``
 ``cpu_time_s`` [5]    ``RLIMIT_CPU``      ``killed: CPU time limit (5 s) exceeded`` (SIGXCPU;
                                           SIGKILL a second later if SIGXCPU is ignored)
-``memory_mb`` [256]   ``RLIMIT_AS``       ``MemoryError`` (per process; address space, not
-                                          RSS: each thread reserves an 8 MiB stack; torch
-                                          needs several GiB of address space to import)
+``memory_mb`` [256]   memory cgroup and   the whole call (cgroup): ``killed: memory limit``;
+                      ``RLIMIT_AS``       one process (address space, not RSS: each thread
+                                          reserves an 8 MiB stack; torch needs several GiB
+                                          of address space to import): ``MemoryError``
 ``file_size_mb`` [1]  ``RLIMIT_FSIZE``    ``OSError: [Errno 27] File too large``
 ``max_open_files``    ``RLIMIT_NOFILE``   ``OSError: [Errno 24] Too many open files``
 [32]
@@ -54,8 +55,22 @@ knob [default]        mechanism           what the code sees at the limit
                                           (namespace mode: the private ``/tmp``/workdir)
 ====================  ==================  =================================================
 
-``memory_mb`` and ``cpu_time_s`` are per process, so up to ``max_processes`` processes may use
-``max_processes * memory_mb`` together; only cgroups (root) could cap the sum.
+``memory_mb`` caps the *whole call* where the host can make cgroups (root on most machines;
+:mod:`~turnrl.sandbox.cgroup`): every process of the call is counted together, and going over
+is reported as ``killed: memory limit (256 MiB for the whole call, every process counted)
+exceeded`` whichever process the kernel killed. ``RLIMIT_AS`` still applies per process (one
+big allocation gets ``MemoryError``). Without cgroups (``turnrl.sandbox.cgroup.available()``
+is False) only the per-process limit holds, so the call may use up to
+``max_processes * memory_mb``. ``cpu_time_s`` is per process.
+
+Every worker installs a seccomp filter (:mod:`~turnrl.sandbox.seccomp`) before the code runs,
+in both modes: no ``socket(2)`` of any family (so no network and no host ``AF_UNIX`` socket,
+by path or abstract name; ``socketpair`` of ``AF_UNIX`` streams still works, and with it
+asyncio and multiprocessing pipes), no new namespaces (``unshare``, ``setns``, ``clone`` with
+``CLONE_NEW*``), no ``io_uring``, ``ptrace``, cross-process memory, keyrings, ``bpf``,
+``perf_event_open``, ``userfaultfd``, mounts, System V IPC, POSIX message queues or
+``TIOCSTI``; system calls of another ABI (i386, x32) kill the process (``SIGSYS``). On a CPU
+without a syscall table (not x86_64 or aarch64) the sandbox refuses to run.
 
 Isolation (``SandboxConfig.isolation``; ``"auto"`` picks ``"namespace"`` when a probe call
 works on this host, else ``"process"``; ``SandboxResult.isolation`` says which ran):
@@ -67,35 +82,46 @@ works on this host, else ``"process"``; ``SandboxResult.isolation`` says which r
   its own processes (its parent is PID 1 of the namespace, which ignores signals from inside,
   and ``/proc`` shows only the namespace); every process in the namespace, daemonised or not,
   dies with the supervisor; ``/tmp`` (with the working directory) and ``/dev/shm`` are private
-  tmpfs mounts of ``tmpfs_mb`` that vanish with the namespace; every other mount is remounted
-  read-only (best effort, mount by mount), so writing to the repository fails with ``EROFS``
-  and writing to the host's ``/tmp`` lands in the private one.
-- ``"process"``: the fallback. Enforced: the limits, the scrubbed environment, the fresh working
-  directory, the process-group kill, and descendants: the supervisor is a child *subreaper*, so
-  orphans (double-forked, ``setsid`` daemons) are re-parented to it, and it freezes
-  (``SIGSTOP``) then kills every descendant when the code ends or times out. Not enforced: the
-  network block is a Python-level patch only (``socket.socket`` refuses every family but
-  ``AF_UNIX``; ``create_connection``, ``getaddrinfo`` and other lookups raise
-  ``PermissionError``), bypassed by ``_socket`` or ``ctypes``; files outside the working
-  directory (the host's ``/tmp`` and RAM-backed ``/dev/shm``, the repository) are writable
-  wherever the code's uid may write, with only ``file_size_mb`` per file, and they stay after
-  the call. A non-root host shares its uid with the code, which can therefore ``kill(2)`` or
-  ptrace the host and its processes by pid, ``kill(-1)`` all of them, read ``/proc/<host
-  pid>/environ``, or kill the supervisor (reported as ``killed: the sandbox supervisor was
-  killed``; its daemons may then survive): none of this can be refused without namespaces or
-  root.
+  tmpfs mounts of ``tmpfs_mb`` that vanish with the namespace; the host's ``/dev/pts``
+  (terminals), ``/dev/mqueue`` and ``/run`` (daemon sockets) are covered by empty read-only
+  mounts; every directory on the way to the interpreter that the call's uid could not enter
+  (``/root`` when the interpreter is under it) is covered too, with only the interpreter's own
+  directories bind-mounted back, so root's home is simply not there; every other mount is
+  remounted read-only (best effort, mount by mount), so writing to the repository fails with
+  ``EROFS`` and writing to the host's ``/tmp`` lands in the private one.
+- ``"process"``: the fallback. Enforced: the limits, the seccomp filter (so the network and
+  host sockets are denied by the kernel here too), the scrubbed environment, the fresh working
+  directory, the process-group kill, and descendants: the supervisor is a child *subreaper*,
+  so orphans (double-forked, ``setsid`` daemons) are re-parented to it, and it freezes
+  (``SIGSTOP``) then kills every descendant when the code ends or times out; as root, what the
+  call's uid left in ``/tmp``, ``/var/tmp`` and ``/dev/shm`` is deleted afterwards. Not
+  enforced: files elsewhere are readable and writable wherever the code's uid may (with only
+  ``file_size_mb`` per file), and world-readable files of the host (a run's ``config.yaml``
+  if its mode allows) can be read; ``/proc`` shows the host's processes. A non-root host
+  shares its uid with the code, which can therefore ``kill(2)`` the host and its processes by
+  pid, ``kill(-1)`` all of them, read ``/proc/<host pid>/environ`` and the user's own files,
+  or kill the supervisor (reported as ``killed: the sandbox supervisor was killed``; its
+  daemons may then survive): none of this can be refused without namespaces or root.
 
-Privileges. In every mode the worker ends with no capabilities and ``no_new_privs`` set. As
-root it also switches to a fresh uid per call (``1900000000 + n``; how is probed once per
-interpreter), so ``RLIMIT_NPROC``, which the kernel never enforces for root, counts only this
-call's processes and threads, and the code can signal no process of root's. If that uid cannot
-read the interpreter (e.g. under ``/root``), the worker keeps *file-system* uid 0: files are
-read and written as their root owner could, without capabilities (in process mode the
-repository is writable), and programs it executes lose it. If uids cannot be changed at all (a
-container that maps only uid 0) the worker stays uid 0: ``RLIMIT_NPROC`` is not enforced and,
-in process mode, the code can signal the host. As a normal user in namespace mode
-``RLIMIT_NPROC`` counts per user namespace, i.e. per call; in process mode it is the user's
-current number of tasks plus ``max_processes`` (racy: shared with the user's other processes).
+Privileges. In every mode the worker ends with no capabilities, ``no_new_privs`` and the
+seccomp filter. As root it also switches to a fresh uid per call (``1900000000 + n``), real,
+effective *and file-system* uid, so it never has root's file access: ``RLIMIT_NPROC``, which
+the kernel never enforces for root, counts only this call's processes and threads, and the
+code can signal no process of root's. How is probed once per interpreter
+(:func:`turnrl.sandbox.isolation._uid_mode`): if that uid cannot read the interpreter (e.g.
+under ``/root``), namespace mode exposes it through the mount view above, and process mode
+*refuses* with a :class:`SandboxError` that says to use namespace mode or an interpreter every
+user can read (``/usr/bin/python3``; ``uv python install --install-dir /opt/python``). If
+uids cannot be changed at all (a container that maps only uid 0), both modes refuse: the
+code would run with root's file access. As a normal user in namespace mode ``RLIMIT_NPROC``
+counts per user namespace, i.e. per call; in process mode it is the user's current number of
+tasks plus ``max_processes`` (racy: shared with the user's other processes).
+
+Deep recursion: past the default recursion limit it is ``RecursionError``; after
+``sys.setrecursionlimit`` raised it, running out of memory is reported as ``MemoryError:
+recursion ran out of memory`` (CPython 3.11 itself says ``SystemError: error return without
+exception set``) and a C stack overflow as ``killed by signal SIGSEGV ...: usually the C stack
+overflowed``.
 
 ``observation()`` is stdout, then stderr (the traceback), then the ``error`` line unless stderr
 already ends with it, or ``(no output)``. Output is decoded as UTF-8 with U+FFFD for invalid
@@ -106,8 +132,10 @@ sandbox itself (no interpreter, a broken ``unshare``, a platform other than Linu
 Modules: :mod:`~turnrl.sandbox.api` (:class:`Sandbox`, :func:`run_python`,
 :func:`namespace_isolation_available`), :mod:`~turnrl.sandbox.config` (:class:`SandboxConfig`,
 :class:`SandboxResult`, :class:`SandboxError`), :mod:`~turnrl.sandbox.host` (starting and
-talking to the child), :mod:`~turnrl.sandbox.isolation` (uid modes, limits, the child's argv
-and environment) and :mod:`~turnrl.sandbox.child` (the stdlib-only supervisor and worker).
+talking to the child), :mod:`~turnrl.sandbox.isolation` (uid modes, refusals, limits, the child's
+argv and environment), :mod:`~turnrl.sandbox.seccomp` (the system-call filter),
+:mod:`~turnrl.sandbox.cgroup` (the call's memory cgroup) and :mod:`~turnrl.sandbox.child`
+(the stdlib-only supervisor and worker).
 """
 
 from turnrl.sandbox.api import Sandbox, namespace_isolation_available, run_python

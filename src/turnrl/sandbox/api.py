@@ -13,7 +13,7 @@ from typing import Any
 
 from turnrl.sandbox.config import SandboxConfig, SandboxError, SandboxResult
 from turnrl.sandbox.host import _run
-from turnrl.sandbox.isolation import CHILD_PATH
+from turnrl.sandbox.isolation import CHILD_PATH, check_safe
 
 _namespace_lock = threading.Lock()
 _namespace_ok: dict[str, bool] = {}
@@ -58,7 +58,9 @@ class Sandbox:
                     "namespaces (and unprivileged user namespaces when not root), which do not "
                     "work here; use isolation='auto' or 'process'"
                 )
-            self._isolation = "namespace" if available else "process"
+            resolved = "namespace" if available else "process"
+            check_safe(self.python, resolved)
+            self._isolation = resolved
         return self._isolation
 
     def run(self, code: str) -> SandboxResult:

@@ -27,11 +27,11 @@ _PR_CAPBSET_DROP = 24
 _PR_SET_SECUREBITS = 28
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _SECBIT_NOROOT = 0x1 | 0x2  # NOROOT | NOROOT_LOCKED: uid 0 gains no capabilities on execve
-_SECBIT_NO_SETUID_FIXUP = 0x4 | 0x8  # keep capabilities across setresuid (locked)
 _CAP_VERSION_3 = 0x20080522
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND = 32, 1024, 2048, 4096
+_MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND, _MS_REC = 32, 1024, 2048, 4096, 16384
 _MS_RELATIME = 1 << 21
 _STATVFS_TO_MS = {  # statvfs f_flag bit -> mount flag, for remounts that must keep locked flags
     getattr(os, name, 0): flag  # the ST_* names are Linux-only; 0 entries are never set
@@ -82,12 +82,15 @@ def _child_main() -> None:
     os.close(null)
     _report(status_fd, started=True)
     try:
+        if payload["cgroup_procs"] is not None:  # first: everything forked later is counted
+            with open(payload["cgroup_procs"], "w") as handle:
+                handle.write("0")
         if payload["mode"] == "namespace":
             _child_setup_namespace(payload)
         else:
             _prctl(_PR_SET_CHILD_SUBREAPER, 1)
         os.chdir(payload["workdir"])
-        if payload["uid"] is not None and not payload["keep_fs_root"]:
+        if payload["uid"] is not None:
             os.chown(payload["workdir"], payload["uid"], payload["uid"])
     except Exception as exc:
         _report(status_fd, setup_error=f"{type(exc).__name__}: {exc}")
@@ -106,18 +109,44 @@ def _child_main() -> None:
 
 
 def _child_setup_namespace(payload: dict) -> None:
-    """PID 1 of the new namespaces: private tmpfs for /tmp and the workdir, the rest read-only."""
+    """PID 1 of the new namespaces: private tmpfs for /tmp and the workdir, the host's ttys,
+    message queues and ``/run`` hidden, the interpreter exposed to the call's uid, every other
+    mount read-only.
+
+    A *cover* is a tmpfs mounted over a directory: ``/tmp`` and ``/dev/shm`` (writable, private),
+    ``/dev/pts``, ``/dev/mqueue`` and ``/run`` (empty, read-only), and, when the worker changes
+    uid, every topmost directory the uid could not traverse on the way to a directory the
+    interpreter needs (e.g. ``/root``). The needed directories under a cover (the interpreter's
+    prefix, its ``sys.path``) are bind-mounted back at their own paths through ``O_PATH``
+    descriptors opened before the covers, so ``sys.executable`` and every import path stay
+    valid while the rest of the covered directory (root's home) is not there at all.
+    """
     workdir, size = payload["workdir"], payload["tmpfs_bytes"]
     options = f"size={size},mode=1777"
     writable = {"/tmp", "/proc"}
-    _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, options)
-    if os.path.isdir("/dev/shm"):
-        _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, options)
-        writable.add("/dev/shm")
-    if os.path.isdir(workdir):  # the host's workdir is not under /tmp: hide it under a tmpfs
-        _mount("tmpfs", workdir, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
-        writable.add(workdir)
+    covers = {path: options for path in ("/tmp", "/dev/shm") if _is_real_dir(path)}
+    covers.update((path, "size=4k,mode=755") for path in _HIDDEN if _is_real_dir(path))
+    needed = _interpreter_dirs()
+    if payload["uid"] is not None:
+        covers.update((path, "size=4k,mode=755") for path in _closed_ancestors(needed))
+    exposed = {}
+    for path in needed:
+        cover = next((a for a in _ancestors(path) if a in covers and a != path), None)
+        if cover is not None:
+            exposed[path] = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    covers = {p: o for p, o in covers.items()  # a cover inside another one is gone with it
+              if not any(p.startswith(q.rstrip("/") + "/") for q in covers if q != p)}
+    for path in sorted(covers, key=len):
+        _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, covers[path])
+    writable.update(p for p in ("/tmp", "/dev/shm") if p in covers)
+    for path, fd in sorted(exposed.items()):
+        _make_dirs(path)
+        _mount(f"/proc/self/fd/{fd}", path, "", _MS_BIND | _MS_REC, None)
+        os.close(fd)
     os.makedirs(workdir, mode=0o700, exist_ok=True)
+    if not any(workdir == w or workdir.startswith(w + "/") for w in writable):
+        _mount("tmpfs", workdir, "tmpfs", _MS_NOSUID | _MS_NODEV, options)  # hides the host's
+        writable.add(workdir)
     for mount_point in _mount_points():
         if mount_point in writable or any(mount_point.startswith(w + "/") for w in writable):
             continue
@@ -128,6 +157,50 @@ def _child_setup_namespace(payload: dict) -> None:
             _mount("none", mount_point, "", flags, None)
         except OSError:
             pass  # best effort: a mount that cannot be remounted stays as it was
+
+
+_HIDDEN = ("/dev/pts", "/dev/mqueue", "/run")  # the host's ttys, POSIX queues, daemon sockets
+
+
+def _is_real_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def _interpreter_dirs() -> list[str]:
+    """The directories this interpreter needs to run and import: its prefixes, the directory
+    of ``sys.executable`` (and of what it links to), and ``sys.path``; outermost only."""
+    executable = sys.executable
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                  os.path.dirname(executable), os.path.dirname(os.path.realpath(executable))}
+    candidates.update(p if os.path.isdir(p) else os.path.dirname(p) for p in sys.path if p)
+    dirs = sorted({os.path.realpath(p) for p in candidates if p and os.path.isdir(p)})
+    return [d for d in dirs if not any(d.startswith(o.rstrip("/") + "/") for o in dirs if o != d)]
+
+
+def _ancestors(path: str) -> list[str]:
+    """``/a/b/c`` -> ``["/", "/a", "/a/b", "/a/b/c"]``."""
+    parts = path.strip("/").split("/")
+    return ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts)) if parts[0]]
+
+
+def _closed_ancestors(paths: list[str]) -> set[str]:
+    """For each path, its topmost proper ancestor that a uid with no groups cannot traverse
+    (no ``o+x``), e.g. ``/root`` (mode 0700) for an interpreter under ``/root/.pyenv``."""
+    closed = set()
+    for path in paths:
+        for ancestor in _ancestors(path)[1:-1]:
+            if not os.stat(ancestor).st_mode & 0o001:
+                closed.add(ancestor)
+                break
+    return closed
+
+
+def _make_dirs(path: str) -> None:
+    """``mkdir -p`` with mode 0755 whatever the umask (inside a cover's fresh tmpfs)."""
+    missing = [a for a in _ancestors(path) if not os.path.isdir(a)]
+    for directory in missing:
+        os.mkdir(directory)
+        os.chmod(directory, 0o755)
 
 
 def _mount(source: str, target: str, fstype: str, flags: int, data: str | None) -> None:
@@ -167,6 +240,8 @@ def _child_worker(payload: dict, supervisor: int, report_fd: int) -> None:
             reconfigure = getattr(stream, "reconfigure", None)
             if reconfigure is not None:
                 reconfigure(encoding="utf-8", errors="backslashreplace")
+        _check_readable(os.path.dirname(os.__file__))
+        _install_seccomp(bytes.fromhex(payload["seccomp"]))
     except BaseException as exc:
         _report(report_fd, setup_error=f"{type(exc).__name__}: {exc}")
         os._exit(125)
@@ -193,15 +268,16 @@ def _child_worker(payload: dict, supervisor: int, report_fd: int) -> None:
         except BaseException:  # e.g. MemoryError again while formatting
             summary = type(exc).__name__
             sys.stderr.write(summary + "\n")
-        _report(report_fd, exception=summary[:1000])
+        _report(report_fd, exception=_explain(exc, summary, payload)[:1000])
         raise SystemExit(1) from None
     raise SystemExit(0)
 
 
 def _child_drop_privileges(payload: dict) -> None:
-    """Root: switch to the call's uid. Then drop every capability (root, or root of the user
-    namespace) and set no_new_privs, so nothing the code executes can regain privileges."""
-    uid, keep_fs_root = payload["uid"], payload["keep_fs_root"]
+    """Root: switch to the call's uid (file-system uid too: the code never has root's file
+    access). Then drop every capability (root, or root of the user namespace) and set
+    no_new_privs, so nothing the code executes can regain privileges."""
+    uid = payload["uid"]
     libc = _libc()
     privileged = uid is not None or _holds_capabilities()
     if privileged:
@@ -209,23 +285,56 @@ def _child_drop_privileges(payload: dict) -> None:
             last_cap = int(handle.read())
         for cap in range(last_cap + 1):
             _prctl(_PR_CAPBSET_DROP, cap)
-        _prctl(
-            _PR_SET_SECUREBITS, _SECBIT_NOROOT | (_SECBIT_NO_SETUID_FIXUP if keep_fs_root else 0)
-        )
+        _prctl(_PR_SET_SECUREBITS, _SECBIT_NOROOT)
     if uid is not None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
-        if keep_fs_root:  # read the interpreter's files as root would (see turnrl.sandbox's doc)
-            libc.setfsuid(0)
-            libc.setfsgid(0)
-            if libc.setfsuid(-1) != 0:  # an invalid id changes nothing and returns the current
-                raise OSError("setfsuid(0) failed")
     if privileged:
         _capset_zero(libc)
         if _holds_capabilities():
             raise OSError("capabilities are still held after dropping them")
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    # the memory cgroup's OOM killer takes the code first
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as handle:
+        handle.write("1000")
+
+
+def _check_readable(stdlib: str) -> None:
+    """After the uid change: the standard library must still be importable."""
+    try:
+        os.listdir(stdlib)
+    except OSError as exc:
+        raise OSError(
+            f"the sandbox uid cannot read the standard library at {stdlib} ({exc.strerror}); "
+            "use isolation='namespace', or an interpreter every user can read "
+            "(e.g. /usr/bin/python3, or `uv python install --install-dir /opt/python`) "
+            "as SandboxConfig.python"
+        ) from None
+
+
+def _install_seccomp(program: bytes) -> None:
+    """Load the host-built filter (:mod:`turnrl.sandbox.seccomp`); needs no_new_privs."""
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = Program(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    libc = _libc()
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"seccomp filter: {os.strerror(code)}")
+
+
+def _explain(exc: BaseException, summary: str, payload: dict) -> str:
+    """The error line for an uncaught exception, where CPython's own is misleading."""
+    if type(exc) is SystemError and str(exc) == "error return without exception set":
+        # CPython 3.11 could not allocate a frame (the memory limit) and set no MemoryError
+        memory_mib = payload["limits"]["memory"] >> 20
+        return (f"MemoryError: recursion ran out of memory (memory_mb={memory_mib}); "
+                "CPython reported it as 'SystemError: error return without exception set'")
+    return summary
 
 
 def _holds_capabilities() -> bool:

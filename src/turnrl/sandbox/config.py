@@ -29,7 +29,7 @@ class SandboxConfig:
 
     wall_time_s: float = 5.0  # wall clock from the supervisor's start; then everything is killed
     cpu_time_s: float = 5.0  # RLIMIT_CPU per process (SIGXCPU, SIGKILL one second later)
-    memory_mb: int = 256  # RLIMIT_AS per process (address space; MemoryError)
+    memory_mb: int = 256  # the whole call (memory cgroup, if any) and RLIMIT_AS per process
     file_size_mb: float = 1.0  # RLIMIT_FSIZE: largest file the code can write
     max_open_files: int = 32  # RLIMIT_NOFILE per process
     max_processes: int = 32  # RLIMIT_NPROC: processes + threads of the call, main one included

@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import os
+import resource
 import selectors
 import shutil
 import signal
@@ -17,6 +18,7 @@ import subprocess
 import tempfile
 import time
 
+from turnrl.sandbox import cgroup
 from turnrl.sandbox.child import _STATUS_CAP, _parse_status, _proc_pids, _stat_fields
 from turnrl.sandbox.config import SandboxConfig, SandboxError, SandboxResult
 from turnrl.sandbox.isolation import _argv, _child_env, _payload
@@ -63,14 +65,21 @@ def _decode(data: bytes) -> str:
 
 def _run(code: str, config: SandboxConfig, python: str, mode: str) -> SandboxResult:
     workdir = tempfile.mkdtemp(prefix="turnrl-sandbox-")
+    group = cgroup.create(config.memory_mb << 20)
+    payload: dict = {}
     try:
-        payload = _payload(code, config, python, mode, workdir)
-        return _run_in(payload, config, python, mode)
+        payload = _payload(code, config, python, mode, workdir, group and group.procs)
+        return _run_in(payload, config, python, mode, group)
     finally:
         _remove_tree(workdir)
+        if group is not None:
+            group.remove()
+        if mode == "process" and payload.get("uid") is not None:
+            _remove_leftovers(payload["uid"])
 
 
-def _run_in(payload: dict, config: SandboxConfig, python: str, mode: str) -> SandboxResult:
+def _run_in(payload: dict, config: SandboxConfig, python: str, mode: str,
+            group: cgroup.CallCgroup | None) -> SandboxResult:
     status_read, status_write = os.pipe()
     payload["status_fd"] = status_write
     argv = _argv(python, mode, payload["workdir"])
@@ -113,6 +122,8 @@ def _run_in(payload: dict, config: SandboxConfig, python: str, mode: str) -> San
             f"Sandbox: the {mode} sandbox failed to start (exit status {proc.returncode}): {detail}"
         )
     exit_code = None if timed_out else info.get("exit")
+    if group is not None and group.oom_killed():
+        info["oom"] = True
     return SandboxResult(
         stdout=out.text(),
         stderr=err.text(),
@@ -253,6 +264,9 @@ def _describe(info: dict, timed_out: bool, config: SandboxConfig, returncode: in
     if timed_out:
         return f"TimeoutError: code ran longer than {config.wall_time_s:g} s (wall-clock limit)"
     code = info.get("exit")
+    if info.get("oom"):  # whichever process the kernel killed, the call went over its limit
+        return (f"killed: memory limit ({config.memory_mb} MiB for the whole call, every "
+                "process counted) exceeded")
     if not isinstance(code, int):
         return f"killed: the sandbox supervisor was killed (exit status {returncode})"
     if code < 0:
@@ -271,12 +285,44 @@ def _describe_signal(signum: int, info: dict, config: SandboxConfig) -> str:
         return f"killed: CPU time limit ({cpu_limit} s) exceeded"
     if signum == signal.SIGXFSZ:
         return f"killed: file size limit ({config.file_size_mb:g} MiB) exceeded"
+    if signum == signal.SIGSEGV:
+        return ("killed by signal SIGSEGV (Segmentation fault): usually the C stack overflowed "
+                "(recursion deeper than the stack allows after sys.setrecursionlimit(); "
+                f"the stack limit is {_stack_mib()} MiB)")
+    if signum == signal.SIGSYS:
+        return "killed by signal SIGSYS: a system call from another ABI (i386 or x32) is denied"
     try:
         name = signal.Signals(signum).name
     except ValueError:
         name = f"signal {signum}"
     description = signal.strsignal(signum) or name
     return f"killed by signal {name} ({description})"
+
+
+_SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # where any uid may create files
+
+
+def _remove_leftovers(uid: int) -> None:
+    """Process mode as root: delete what the call's uid (used by no one else) left in the
+    world-writable directories (by then every process of the call is dead)."""
+    for directory in _SHARED_DIRS:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    _remove_tree(entry.path)
+                else:
+                    os.unlink(entry.path)
+
+
+def _stack_mib() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
+    return soft >> 20 if soft != resource.RLIM_INFINITY else 0
 
 
 def _remove_tree(path: str) -> None:

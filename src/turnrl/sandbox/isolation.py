@@ -1,7 +1,7 @@
 """How the host sets up a call's isolation: the uid mode of a root host (probed once per
-interpreter) and the call's fresh uid, the payload of limits the worker applies, the scrubbed
-environment, and the argv that starts the supervisor (:mod:`turnrl.sandbox.child`), under
-``unshare(1)`` in namespace mode.
+interpreter), the refusal of unsafe modes, the call's fresh uid, the system-call filter, the
+payload of limits the worker applies, the scrubbed environment, and the argv that starts the
+supervisor (:mod:`turnrl.sandbox.child`), under ``unshare(1)`` in namespace mode.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import subprocess
 import threading
 from typing import TYPE_CHECKING
 
-from turnrl.sandbox import child
+from turnrl.sandbox import child, seccomp
 from turnrl.sandbox.child import _PROBE_ARG
+from turnrl.sandbox.config import SandboxError
 
 if TYPE_CHECKING:
     from turnrl.sandbox.config import SandboxConfig
@@ -48,11 +49,12 @@ def _child_argv(python: str, last_arg: str) -> list[str]:
 def _uid_mode(python: str) -> str:
     """Root only: how the worker can change uid (probed once per interpreter, cached).
 
-    ``"full"``: a fresh uid can start ``python`` and load ``child.py``, so the worker becomes that
-    uid entirely. ``"fs_root"``: the uid can be set but cannot read the interpreter (e.g. under
-    ``/root``), so the worker keeps file-system uid 0. ``"none"``: uids cannot be changed here
-    (e.g. a container's user namespace maps only uid 0); the worker stays uid 0 without
-    capabilities and ``RLIMIT_NPROC`` is not enforced.
+    ``"full"``: a fresh uid can start ``python`` and load ``child.py`` as they are, so process
+    mode can run the worker as that uid. ``"hidden"``: the uid can be set but cannot read the
+    interpreter (e.g. under ``/root``): only namespace mode can run it, through a mount view
+    that exposes the interpreter (see :func:`turnrl.sandbox.child._child_setup_namespace`).
+    ``"none"``: uids cannot be changed here (e.g. a container's user namespace maps only uid
+    0), so the code would keep root's file access: the sandbox refuses to run.
     """
     with _uid_lock:
         if python not in _uid_modes:
@@ -71,12 +73,50 @@ def _uid_mode(python: str) -> str:
                     timeout=30,
                     check=False,
                 )
-                _uid_modes[python] = "full" if done.returncode == 0 else "fs_root"
+                _uid_modes[python] = "full" if done.returncode == 0 else "hidden"
             except PermissionError as exc:  # EACCES: the exec failed, so the uid change worked
-                _uid_modes[python] = "fs_root" if exc.errno == errno.EACCES else "none"
+                _uid_modes[python] = "hidden" if exc.errno == errno.EACCES else "none"
             except (OSError, subprocess.SubprocessError):
                 _uid_modes[python] = "none"
         return _uid_modes[python]
+
+
+def check_safe(python: str, mode: str) -> None:
+    """Refuse (:class:`SandboxError`) a mode in which the code would get root's file access,
+    or a machine without a system-call filter; say what would work instead."""
+    if not seccomp.supported():
+        raise SandboxError(
+            f"Sandbox: no system-call filter for this CPU ({seccomp.machine()!r}; known: "
+            "x86_64, aarch64), so sockets and namespaces could not be denied; run "
+            "code-executing envs on an x86_64 or aarch64 Linux host"
+        )
+    if shutil.which(python) is None:
+        raise SandboxError(
+            f"Sandbox: could not start {python!r}: no such executable; check "
+            "SandboxConfig.python (None: the host's own interpreter)"
+        )
+    if os.geteuid() != 0:
+        return
+    uid_mode = _uid_mode(python)
+    if uid_mode == "none":
+        raise SandboxError(
+            "Sandbox: running as root, but this host cannot switch to an unprivileged uid "
+            "(setresuid failed: a container that maps only uid 0?), so the code would read "
+            "and write files as root; run turnrl as a non-root user, or in a container with "
+            "a full uid map"
+        )
+    if uid_mode == "hidden" and mode == "process":
+        real = os.path.realpath(python)
+        closed = sorted(child._closed_ancestors([real])) or ["a directory only root can enter"]
+        raise SandboxError(
+            f"Sandbox: isolation='process' as root needs an interpreter that an unprivileged "
+            f"uid can read, and {real} cannot be read by one (it lives under {closed[0]}, "
+            "which only root can enter); without namespaces the code would run with "
+            "root's file access, which is refused. Use isolation='auto' or 'namespace' "
+            "(needs unshare(1)), or point SandboxConfig.python at an interpreter every user "
+            "can read (e.g. /usr/bin/python3, or `uv python install --install-dir "
+            "/opt/python` then /opt/python/<version>/bin/python3)"
+        )
 
 
 def _next_sandbox_uid() -> int:
@@ -90,9 +130,12 @@ def _child_env(workdir: str) -> dict[str, str]:
     return env
 
 
-def _payload(code: str, config: SandboxConfig, python: str, mode: str, workdir: str) -> dict:
-    uid_mode = _uid_mode(python) if os.geteuid() == 0 else "none"
-    uid = _next_sandbox_uid() if uid_mode != "none" else None
+def _payload(code: str, config: SandboxConfig, python: str, mode: str, workdir: str,
+             cgroup_procs: str | None) -> dict:
+    """What the supervisor reads on stdin. ``cgroup_procs``: the ``cgroup.procs`` file of the
+    call's memory cgroup (the supervisor joins it first), or ``None`` (per-process limits)."""
+    check_safe(python, mode)
+    uid = _next_sandbox_uid() if os.geteuid() == 0 else None
     if uid is not None:
         nproc, nproc_relative = config.max_processes, False  # a fresh uid: only this call counts
     elif mode == "namespace":
@@ -104,7 +147,8 @@ def _payload(code: str, config: SandboxConfig, python: str, mode: str, workdir: 
         "mode": mode,
         "workdir": workdir,
         "uid": uid,
-        "keep_fs_root": uid_mode == "fs_root",
+        "seccomp": seccomp.build().hex(),
+        "cgroup_procs": cgroup_procs,
         "wall_time_s": config.wall_time_s,
         "tmpfs_bytes": config.tmpfs_mb << 20,
         "limits": {

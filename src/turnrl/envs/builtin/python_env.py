@@ -131,8 +131,8 @@ class PythonTool:
         kinds: problem templates to draw from (default all: product, budget, trip,
             remainder, series, boxes).
         tool_format: ``"auto"``, ``"compact"`` or ``"json"`` (see :mod:`turnrl.envs.tools`).
-        wall_time_s, memory_mb: the sandbox's wall-clock and per-process memory limits of one
-            ``python`` call (the other limits are :class:`turnrl.sandbox.SandboxConfig`'s
+        wall_time_s, memory_mb: the sandbox's wall-clock and memory limits of one ``python``
+            call (memory: the whole call where a cgroup can be made, else per process) (the other limits are :class:`turnrl.sandbox.SandboxConfig`'s
             defaults).
         tool_role: role of the ``python`` results: ``"tool"``, or ``"user"`` for chat
             templates without a tool role (:func:`turnrl.envs.tools.check_tool_role`).
