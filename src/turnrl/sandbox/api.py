@@ -5,6 +5,7 @@ call), :func:`run_python` (one shot) and :func:`namespace_isolation_available` (
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 import threading
@@ -17,6 +18,8 @@ from turnrl.sandbox.isolation import CHILD_PATH, check_safe
 
 _namespace_lock = threading.Lock()
 _namespace_ok: dict[str, bool] = {}
+_warned: set[str] = set()
+log = logging.getLogger("turnrl")
 
 
 class Sandbox:
@@ -60,6 +63,8 @@ class Sandbox:
                 )
             resolved = "namespace" if available else "process"
             check_safe(self.python, resolved)
+            if resolved == "process" and wanted == "auto":
+                _warn_once(self.python)
             self._isolation = resolved
         return self._isolation
 
@@ -73,6 +78,20 @@ class Sandbox:
 def run_python(code: str, config: SandboxConfig | None = None, **limits: Any) -> SandboxResult:
     """One-shot ``Sandbox(config, **limits).run(code)``."""
     return Sandbox(config, **limits).run(code)
+
+
+def _warn_once(python: str) -> None:
+    """``auto`` fell back to process mode: say once what that mode does not isolate."""
+    with _namespace_lock:
+        if python in _warned:
+            return
+        _warned.add(python)
+    log.warning(
+        "sandbox: namespaces are unavailable here (unshare(1) failed), so code runs in "
+        "process isolation: the limits, the seccomp filter (no sockets) and, as root, a fresh uid "
+        "hold, but files outside the working directory are readable and writable wherever that uid "
+        "may, and /proc lists the host's processes (docs/reliability.md)"
+    )
 
 
 def namespace_isolation_available(python: str | None = None) -> bool:
