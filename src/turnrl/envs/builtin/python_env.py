@@ -132,8 +132,8 @@ class PythonTool:
             remainder, series, boxes).
         tool_format: ``"auto"``, ``"compact"`` or ``"json"`` (see :mod:`turnrl.envs.tools`).
         wall_time_s, memory_mb: the sandbox's wall-clock and memory limits of one ``python``
-            call (memory: the whole call where a cgroup can be made, else per process) (the other limits are :class:`turnrl.sandbox.SandboxConfig`'s
-            defaults).
+            call (memory: the whole call where a cgroup can be made, else per process); the
+            other limits are :class:`turnrl.sandbox.SandboxConfig`'s defaults.
         tool_role: role of the ``python`` results: ``"tool"``, or ``"user"`` for chat
             templates without a tool role (:func:`turnrl.envs.tools.check_tool_role`).
         max_turns: turn budget (>= 2: one computation and the answer).
