@@ -7,6 +7,7 @@ clear ``error:`` line and exits with status 2, without a traceback.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -16,6 +17,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from turnrl.console import tolerate_any_encoding
+from turnrl.io import DiskFullError
 from turnrl.registry import UnknownNameError
 
 DEFAULT_CONFIG = "configs/default.yaml"
@@ -44,12 +47,14 @@ def split_config_args(items: Sequence[str]) -> tuple[Path, list[str]]:
 def user_errors() -> tuple[type[BaseException], ...]:
     from turnrl.config import ConfigError
     from turnrl.envs.registry import EnvPluginError
+    from turnrl.io import RunDirLocked
     from turnrl.models.chat import ChatTemplateError
     from turnrl.models.policy import ModelLoadError
+    from turnrl.train.checkpoint import CheckpointError
     from turnrl.train.sft import DatasetError
 
     return (ConfigError, ModelLoadError, DatasetError, ChatTemplateError, UnknownNameError,
-            EnvPluginError, UsageError)
+            EnvPluginError, UsageError, CheckpointError, RunDirLocked)
 
 
 # ---------------------------------------------------------------------- commands
@@ -57,6 +62,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from turnrl.config import load_config
     from turnrl.train.loop import AlarmStop, Interrupted, RolloutError, train
 
+    if args.resume_from and not args.resume:
+        raise UsageError(f"--resume-from {args.resume_from!r} needs --resume RUN_DIR (the run "
+                         "whose checkpoint it names)")
     try:
         if args.resume:
             run_dir = Path(args.resume)
@@ -64,7 +72,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 raise UsageError(f"--resume {args.resume!r}: no config.yaml there; give a run "
                                  "directory such as runs/default")
             cfg = load_config(run_dir / "config.yaml", args.items)
-            result = train(cfg, resume=run_dir)
+            result = train(cfg, resume=run_dir, resume_from=args.resume_from)
         else:
             path, overrides = split_config_args(args.items)
             result = train(load_config(path, overrides))
@@ -94,6 +102,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from turnrl.config import load_config
     from turnrl.config.checks import validate
+    from turnrl.models.files import read_config
     from turnrl.train.checkpoint import latest_checkpoint
     from turnrl.train.setup import check_inputs, evaluate_run, open_run
 
@@ -107,15 +116,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
                  f"eval.samples_per_task={args.samples}",
                  f"eval.pass_k=[{','.join(str(k) for k in args.pass_k or [1])}]",
                  f"eval.temperature={args.temperature}", "sft.enabled=false",
-                 f"run.name=eval-{args.env}", f"run.out_dir={args.out_dir}"]
+                 f"run.name=eval-{re.sub(r'[^A-Za-z0-9_.:-]', '_', args.env)}",
+                 f"run.out_dir={args.out_dir}"]
     if args.seed_start is not None:
         overrides.append(f"env.eval_seed_start={args.seed_start}")
     cfg = load_config(None, overrides)
+    limit = getattr(read_config(str(target)) if target.is_dir() else None,
+                    "max_position_embeddings", None)
+    if isinstance(limit, int) and limit < cfg.rollout.max_context_tokens:  # a short model
+        cfg = load_config(None, [*overrides, f"rollout.max_context_tokens={limit}"])
     checked = validate(cfg)
     check_inputs(cfg, resume=None)  # the model dir, before a run dir exists
     run = open_run(checked)
     summary = evaluate_run(run, 0, "eval")
-    run.logger.close()
+    run.close()
     print_results(None, summary, run_dir=run.run_dir, wall_time_s=None,
                   labels=("", str(args.model)))
     return 0
@@ -272,6 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=config_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("items", nargs="*", metavar="[CONFIG.yaml] [key.sub=value ...]")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+    p.add_argument("--resume-from", metavar="CHECKPOINT",
+                   help="with --resume: continue from this checkpoint instead (step_N, N or "
+                   "its directory; newer checkpoints are deleted), e.g. when the newest is "
+                   "corrupt")
     p.set_defaults(fn=cmd_train)
 
     p = sub.add_parser("sft", help="supervised fine-tuning only (oracle demos or JSONL)",
@@ -341,12 +359,16 @@ def _config_epilog() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    tolerate_any_encoding()  # e.g. `turnrl play` under an ASCII locale: escape, never crash
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args))
     except user_errors() as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except DiskFullError as error:  # what was being written, where, and how to go on
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

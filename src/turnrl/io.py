@@ -1,10 +1,38 @@
-"""Atomic file writes: a reader (or a crash) never sees a half-written file."""
+"""Safe writes to a run directory.
+
+- :func:`atomic_write_text`: a reader (or a crash) never sees a half-written file.
+- :func:`disk_space`: a full disk or quota (``ENOSPC``, ``EDQUOT``) while writing becomes
+  one :class:`DiskFullError` line saying what was written, where, and how much space it
+  needs, instead of a raw ``OSError`` traceback.
+- :func:`lock_run_dir`: one process at a time per run directory (``fcntl.flock`` on
+  ``<run dir>/.lock``, held while the run lives; the kernel drops it with the process, even
+  after SIGKILL); a second one gets a :class:`RunDirLocked` naming the holder's pid.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
+import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+# how libraries that do not raise OSError (safetensors, torch's zip writer) word it
+NO_SPACE_TEXT = tuple(os.strerror(code) for code in NO_SPACE) + tuple(
+    f"os error {code}" for code in NO_SPACE)
+LOCK_FILE = ".lock"
+
+
+class DiskFullError(RuntimeError):
+    """A write to the run dir failed for lack of disk space (or quota)."""
+
+
+class RunDirLocked(RuntimeError):
+    """Another process holds the run dir's lock."""
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -21,3 +49,94 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the disk (or the quota) is full."""
+    if isinstance(error, OSError) and error.errno in NO_SPACE:
+        return True
+    return any(text in str(error) for text in NO_SPACE_TEXT)
+
+
+@contextlib.contextmanager
+def disk_space(what: str, where: Path,
+               needed: int | Callable[[], int | None] | None = None) -> Iterator[None]:
+    """Turn a full disk while writing ``what`` to ``where`` into a :class:`DiskFullError`
+    (``needed``: the bytes it takes, if known, or a function computing them then)."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except Exception as error:
+        if not is_disk_full(error):
+            raise
+        size = needed() if callable(needed) else needed
+        free = free_bytes(where)
+        room = ", ".join(part for part in (
+            f"needs about {human_bytes(size)}" if size else "",
+            f"{human_bytes(free)} free" if free is not None else "") if part)
+        raise DiskFullError(f"disk full while writing {what} to {where}"
+                            f"{f' ({room})' if room else ''}: {error.__class__.__name__}: "
+                            f"{str(error).splitlines()[0] if str(error) else 'no space'}"
+                            ) from None
+
+
+def free_bytes(path: Path) -> int | None:
+    """Free bytes on the file system of ``path`` (or of its nearest existing parent)."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            with contextlib.suppress(OSError):
+                return shutil.disk_usage(candidate).free
+            return None
+    return None
+
+
+def dir_size(path: Path) -> int:
+    """Bytes of the files under ``path``."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def human_bytes(size: int) -> str:
+    """``1536`` → ``1.5 KiB``."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+class RunDirLock:
+    """The lock on one run dir held by this process (:func:`lock_run_dir`)."""
+
+    def __init__(self, run_dir: Path, fd: int) -> None:
+        self.run_dir, self._fd = run_dir, fd
+
+    def release(self) -> None:
+        """Let another process use the run dir (idempotent; exiting releases it too)."""
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = -1
+
+    def __del__(self) -> None:  # a run object dropped without close(): its run is over
+        self.release()
+
+
+def lock_run_dir(run_dir: Path) -> RunDirLock:
+    """Lock ``run_dir`` for this process, or raise :class:`RunDirLocked` naming the pid that
+    holds it. The lock file keeps the holder's pid; a stale one (its process died) is taken
+    over, since the kernel released its lock."""
+    path = run_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise RunDirLocked(
+            f"{run_dir} is in use by another turnrl process (pid {holder}, holding {path}); "
+            f"wait for it to finish or stop it (kill {holder}), then run this again"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return RunDirLock(run_dir, fd)

@@ -5,6 +5,7 @@ exit status 2 and no traceback."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,38 @@ def files(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dic
     (no_template / "tokenizer_config.json").write_text(json.dumps(config))
     (root / "not_a_model").mkdir()
     (root / "not_a_model" / "README.txt").write_text("nothing here\n")
+    _broken_models(root, tiny_model_dir)
+    (root / "bool_steps.yaml").write_text("train:\n  steps: yes\n")  # YAML 1.1: yes is true
+    (root / "path_name.yaml").write_text("run:\n  name: ../outside\n")
+    (root / "twice.yaml").write_text("train:\n  steps: 3\n  steps: 4\n")
+    (root / "kwargs_list.yaml").write_text("env:\n  kwargs: [4, 0.2]\n")
+    (root / "section_value.yaml").write_text("rollout: 16\n")
+    (root / "a_dir.yaml").mkdir()
+    (root / "empty.jsonl").write_text("")
     return {p.name: p for p in root.iterdir()}
+
+
+def _broken_models(root: Path, tiny_model_dir: Path) -> None:
+    """Copies of the tiny model dir, each damaged in one way a download or a hand edit is."""
+    import shutil
+
+    def copy(name: str) -> Path:
+        return Path(shutil.copytree(tiny_model_dir, root / name))
+
+    (copy("corrupt_config") / "config.json").write_text('{"model_type": "llama", "hidden')
+    (copy("corrupt_tokenizer") / "tokenizer_config.json").write_text('{"eos_token": }')
+    weights = copy("truncated_weights") / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1000])  # a download cut short
+    weights = copy("garbage_weights") / "model.safetensors"
+    weights.write_bytes((16).to_bytes(8, "little") + b"this is not json" + b"\0" * 64)
+    sharded = copy("missing_shard")
+    (sharded / "model.safetensors").rename(sharded / "model-00001-of-00002.safetensors")
+    (sharded / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+        "lm_head.weight": "model-00002-of-00002.safetensors"}}))
+    (copy("no_weights") / "model.safetensors").unlink()
+    unknown = copy("unknown_architecture")
+    (unknown / "config.json").write_text(json.dumps({"model_type": "no_such_architecture"}))
 
 
 # (case, argv after "turnrl", substrings the one-line error must contain)
@@ -75,6 +107,116 @@ CASES = [
      ["alarms.on_alarm", "rollback"]),
     ("unknown env for play", ["play", "sokobn-v0"], ["sokobn-v0", "sokoban-v0"]),
     ("resume without a run dir", ["train", "--resume", "/no/such/run"], ["--resume"]),
+    # algorithm hyperparameters, checked against the registered function's signature
+    ("unknown advantage kwarg", ["train", "algo.adv_kwargs={norm_stdd: true}"],
+     ["algo.adv_kwargs", "'norm_stdd'", "did you mean 'norm_std'", "grpo"]),
+    ("unknown policy-loss kwarg", ["train", "algo.loss_kwargs={clip_lo: 0.1}"],
+     ["algo.loss_kwargs", "'clip_lo'", "did you mean 'clip_low'", "ppo_clip"]),
+    ("preset kwargs kept for another advantage", ["train", "algo.advantage=rloo"],
+     ["algo.adv_kwargs", "'norm_std'", "rloo", "algo.adv_kwargs={}"]),
+    ("preset kwargs kept for another policy loss", ["train", "algo.policy_loss=pg"],
+     ["algo.loss_kwargs", "'clip_low'", "'pg'", "algo.loss_kwargs={}"]),
+    ("policy-loss kwarg of the wrong type", ["train", "algo.loss_kwargs={clip_low: high}"],
+     ["clip_low", "'high'", "float"]),
+    ("advantage kwarg typo on a critic preset",
+     ["train", "algo.preset=ppo", "algo.adv_kwargs={gamma: 1.0, lamda: 0.9}"],
+     ["'lamda'", "did you mean 'lam'", "gae"]),
+    # LoRA adapters on layers the model has
+    ("LoRA target matching no layer", ["train", "model.lora.enabled=true",
+                                       "model.lora.target_modules=[q_proj,vv_proj]"],
+     ["model.lora.target_modules", "'vv_proj'", "did you mean 'v_proj'", "down_proj"]),
+    ("LoRA target of another architecture", ["train", "model.lora.enabled=true",
+                                             "model.lora.target_modules=[c_attn]"],
+     ["'c_attn'", "q_proj", "lm_head"]),
+    ("empty LoRA target list", ["train", "model.lora.enabled=true",
+                                "model.lora.target_modules=[]"], ["target_modules", "empty"]),
+    # reward terms the env cannot serve
+    ("exact_match on an env without reference answers", ["train", "reward.terms=[exact_match]"],
+     ["reward.terms[0]", "exact_match", "frozenlake-v0", "'answer'", "kwargs"]),
+    ("f1 on an env without reference answers",
+     ["train", "env.id=arithmetic-v0", "env.kwargs={}", "reward.terms=[f1]"],
+     ["reward.terms[0]", "f1", "arithmetic-v0"]),
+    ("reward term with an unknown kwarg", ["train", "reward.terms=[{name: tool_cost, "
+                                           "kwargs: {costs: 0.1}}]"], ["costs", "'cost'"]),
+    ("reward weight that is not a number", ["train", "reward.terms=[{name: tool_cost, "
+                                            "weight: high}]"], ["weight", "'high'"]),
+    # booleans are not numbers, in any section
+    ("bool for an integer (train)", ["train", "train.steps=true"],
+     ["train.steps", "expected an integer, got true"]),
+    ("bool for a float (train)", ["train", "train.lr=true"], ["train.lr", "a number"]),
+    ("bool for a seed (run)", ["train", "run.seed=false"], ["run.seed", "false"]),
+    ("bool for a model size (model.tiny)", ["train", "model.tiny.hidden_size=true"],
+     ["model.tiny.hidden_size", "integer"]),
+    ("bool for a token budget (rollout)", ["train", "rollout.max_new_tokens=true"],
+     ["rollout.max_new_tokens"]),
+    ("bool in a list of integers (eval)", ["train", "eval.pass_k=[true]"],
+     ["eval.pass_k", "list of integers"]),
+    ("bool for an algorithm coefficient (algo)", ["train", "algo.kl_coef=true"],
+     ["algo.kl_coef", "a number"]),
+    ("bool for a worker count (distributed)", ["train", "distributed.num_env_workers=true"],
+     ["distributed.num_env_workers"]),
+    ("bool for an alarm threshold (alarms)", ["train", "alarms.patience=true"],
+     ["alarms.patience"]),
+    ("bool for a critic learning rate (critic)", ["train", "algo.preset=ppo", "critic.lr=true"],
+     ["critic.lr"]),
+    ("bool for SFT episodes (sft)", ["train", "sft.episodes=true"], ["sft.episodes"]),
+    # other wrong types
+    ("text for a boolean", ["train", "log.tensorboard=maybe"],
+     ["log.tensorboard", "true or false", "maybe"]),
+    ("list for a number", ["train", "train.lr=[1,2]"], ["train.lr", "number"]),
+    ("value for a whole section", ["train", "train=3"], ["train", "mapping"]),
+    ("key below a value", ["train", "train.steps.max=3"], ["train.steps", "not a section"]),
+    # run names are names, not paths
+    ("run name that climbs out of out_dir", ["train", "run.name=../../x"],
+     ["run.name", "'../../x'", "run.out_dir"]),
+    ("run name with a folder", ["train", "run.name=exp/1"], ["run.name", "'exp/1'"]),
+    ("hidden run name", ["train", "run.name=.tmp"], ["run.name", "'.tmp'"]),
+    ("empty run name", ["train", "run.name=''"], ["run.name", "''"]),
+    # the context budget fits the model
+    ("context longer than the tiny model", ["train", "rollout.max_context_tokens=4096"],
+     ["rollout.max_context_tokens", "4096", "2048", "model.tiny.max_position_embeddings"]),
+    # more registry names and cross-key checks
+    ("unknown batch filter", ["train", "algo.filters=[dynamic_sampler]"],
+     ["algo.filters", "dynamic_sampling"]),
+    ("unknown loss aggregation", ["train", "algo.loss_agg=token_means"],
+     ["algo.loss_agg", "token_mean"]),
+    ("unknown KL placement", ["train", "algo.kl_mode=rewards"], ["algo.kl_mode", "'reward'"]),
+    ("unknown behaviour correction", ["train", "algo.is_correction=tiss"],
+     ["algo.is_correction", "'tis'"]),
+    ("misspelt Gymnasium env", ["train", "env.id=gym:CartPol-v1", "env.kwargs={}"],
+     ["gym:CartPole-v1"]),
+    ("FSDP with one learner", ["train", "distributed.learner_strategy=fsdp"],
+     ["fsdp", "num_learners"]),
+    ("async training without Ray", ["train", "train.mode=async"],
+     ["train.mode=async", "distributed.backend=ray"]),
+    ("mini batch above a step's trajectories", ["train", "train.mini_batch_size=1000"],
+     ["mini_batch_size", "n_groups"]),
+    ("pass@k above the samples per task", ["train", "eval.pass_k=[4]"],
+     ["eval.pass_k", "samples_per_task"]),
+    ("SFT from JSONL without a path", ["train", "sft.source=jsonl"], ["sft.path"]),
+    ("malformed hub id", ["train", "model.path=my-org/my model"],
+     ["model.path", "'my-org/my model'", "hub id"]),
+    # the other commands
+    ("sft with a bad key", ["sft", "sft.epochs=0"], ["sft.epochs", ">= 1"]),
+    ("eval of a missing model dir", ["eval", "/no/such/model", "--env", "frozenlake-v0"],
+     ["/no/such/model"]),
+    ("eval on an unknown env", ["eval", "tiny", "--env", "frozenlak-v0"], ["frozenlake-v0"]),
+    ("status of a missing run", ["status", "/no/such/run"], ["/no/such/run", "run dir"]),
+]
+
+# (case, module made unimportable, argv, substrings): optional packages the config asks for
+MISSING_PACKAGE_CASES = [
+    ("wandb logging without wandb", "wandb", ["train", "log.wandb=true"],
+     ["log.wandb=true", "pip install wandb"]),
+    ("MLflow logging without mlflow", "mlflow", ["train", "log.mlflow=true"],
+     ["log.mlflow=true", "pip install mlflow"]),
+    ("LoRA without peft", "peft", ["train", "model.lora.enabled=true"],
+     ["model.lora.enabled=true", "pip install peft"]),
+    ("Ray backend without Ray", "ray", ["train", "distributed.backend=ray"],
+     ["distributed.backend=ray", "turnrl[ray]"]),
+    ("math_verify reward without math-verify", "math_verify",
+     ["train", "reward.terms=[{name: math_verify, kwargs: {answer: '4'}}]"],
+     ["math_verify", "pip install"]),
 ]
 
 FILE_CASES = [
@@ -98,6 +240,39 @@ FILE_CASES = [
                                            "train.steps=1", "sft.enabled=false",
                                            "eval.before_training=false"],
      ["chat template"]),
+    # damaged model dirs, found without loading the weights
+    ("corrupt config.json", ["train", "model.path={corrupt_config}"],
+     ["corrupt_config", "config.json is not valid JSON", "line 1", "download the model again"]),
+    ("corrupt tokenizer_config.json", ["train", "model.path={corrupt_tokenizer}"],
+     ["corrupt_tokenizer", "tokenizer_config.json is not valid JSON", "column 15"]),
+    ("truncated safetensors", ["train", "model.path={truncated_weights}"],
+     ["truncated_weights", "model.safetensors is truncated", "bytes", "download"]),
+    ("safetensors file with a garbage header", ["train", "model.path={garbage_weights}"],
+     ["model.safetensors is not a valid safetensors file"]),
+    ("sharded model with a missing shard", ["train", "model.path={missing_shard}"],
+     ["model.safetensors.index.json", "model-00002-of-00002.safetensors"]),
+    ("model dir without weights", ["train", "model.path={no_weights}"],
+     ["no_weights", "no weights"]),
+    ("config.json of an unknown architecture", ["train", "model.path={unknown_architecture}"],
+     ["unknown_architecture", "cannot read its config.json"]),
+    ("context longer than a model dir's positions",
+     ["train", "model.path={tiny_model}", "rollout.max_context_tokens=8192"],
+     ["rollout.max_context_tokens", "8192", "2048", "config.json"]),
+    ("LoRA target absent from a model dir",
+     ["train", "model.path={tiny_model}", "model.lora.enabled=true",
+      "model.lora.target_modules=[query_key_value]"],
+     ["'query_key_value'", "tiny_model", "q_proj"]),
+    # mistakes in the YAML file, with their line
+    ("bool for an integer in YAML", ["train", "{bool_steps.yaml}"],
+     ["bool_steps.yaml:2", "train.steps", "true"]),
+    ("run name that is a path in YAML", ["train", "{path_name.yaml}"],
+     ["path_name.yaml:2", "run.name", "'../outside'"]),
+    ("duplicate key in YAML", ["train", "{twice.yaml}"], ["twice.yaml:3", "duplicate key"]),
+    ("env kwargs that are a list", ["train", "{kwargs_list.yaml}"],
+     ["kwargs_list.yaml:2", "env.kwargs", "mapping"]),
+    ("section that is a value in YAML", ["train", "{section_value.yaml}"],
+     ["section_value.yaml:1", "rollout", "mapping"]),
+    ("config path that is a directory", ["train", "{a_dir.yaml}"], ["a_dir.yaml", "not a file"]),
 ]
 
 
@@ -107,34 +282,55 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str]:
     return code, captured.err
 
 
+def assert_one_clear_error(code: int, err: str, expected: list[str], case: str,
+                           tmp_path: Path) -> None:
+    """Exit 2, one ``error:`` line without a traceback naming ``expected``, no run dir."""
+    assert code == 2, err
+    assert err.startswith("error: ") and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    for text in expected:
+        assert text in err, (case, err)
+    assert not (tmp_path / "runs").exists()  # caught before a run directory was made
+
+
+def with_out_dir(argv: list[str], tmp_path: Path) -> list[str]:
+    """``argv`` writing its runs to ``tmp_path/runs`` (train and sft take config overrides)."""
+    if argv[0] in ("train", "sft") and "--resume" not in argv:
+        return [*argv, f"run.out_dir={tmp_path / 'runs'}"]
+    return argv
+
+
 @pytest.mark.parametrize(("case", "argv", "expected"), CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_clear_error(case, argv, expected, tmp_path, capsys,
                                       monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # nothing may be written before the error
-    code, err = run_cli([*argv, f"run.out_dir={tmp_path / 'runs'}"]
-                        if argv[0] == "train" and "--resume" not in argv else argv, capsys)
-    assert code == 2, err
-    assert err.startswith("error: ") and "Traceback" not in err
-    for text in expected:
-        assert text in err, (case, err)
-    assert not (tmp_path / "runs").exists()  # caught before a run directory was made
+    code, err = run_cli(with_out_dir(argv, tmp_path), capsys)
+    assert_one_clear_error(code, err, expected, case, tmp_path)
+
+
+@pytest.mark.parametrize(("case", "module", "argv", "expected"), MISSING_PACKAGE_CASES,
+                         ids=[c[0] for c in MISSING_PACKAGE_CASES])
+def test_missing_optional_package_is_one_clear_error(case, module, argv, expected, tmp_path,
+                                                     capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, module, None)  # import fails, as if not installed
+    code, err = run_cli(with_out_dir(argv, tmp_path), capsys)
+    assert_one_clear_error(code, err, expected, case, tmp_path)
 
 
 @pytest.mark.parametrize(("case", "argv", "expected"), FILE_CASES,
                          ids=[c[0] for c in FILE_CASES])
-def test_bad_file_is_one_clear_error(case, argv, expected, files, tmp_path, capsys,
-                                     monkeypatch) -> None:
+def test_bad_file_is_one_clear_error(case, argv, expected, files, tiny_model_dir, tmp_path,
+                                     capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
-    for name, path in files.items():
+    for name, path in {**files, "tiny_model": tiny_model_dir}.items():
         argv = [a.replace("{" + name + "}", str(path)) for a in argv]
-    code, err = run_cli([*argv, f"run.out_dir={tmp_path / 'runs'}"], capsys)
-    assert code == 2, err
-    assert err.startswith("error: ") and "Traceback" not in err
-    for text in expected:
-        assert text in err, (case, err)
-    assert not (tmp_path / "runs").exists()  # caught before a run directory was made
+    code, err = run_cli(with_out_dir(argv, tmp_path), capsys)
+    assert_one_clear_error(code, err, expected, case, tmp_path)
 
 
-def test_there_are_at_least_25_distinct_bad_inputs() -> None:
-    assert len({c[0] for c in CASES + FILE_CASES}) >= 25
+def test_there_are_at_least_60_distinct_bad_inputs() -> None:
+    names = [c[0] for c in CASES + FILE_CASES + MISSING_PACKAGE_CASES]
+    assert len(names) == len(set(names))  # each case is its own mistake
+    assert len(set(names)) >= 60

@@ -347,3 +347,77 @@ def test_help_lists_every_key_with_type_default_and_description() -> None:
     assert "  sft.source (oracle|jsonl) = oracle" in text
     for name, info in Config.model_fields.items():
         assert info.description, name
+
+
+# ---------------------------------------------------------------- strict numbers, run names
+
+
+def _number_keys(model: type = Config, prefix: str = "") -> list[tuple[str, str]]:
+    """``(dotted key, "scalar" | "list")`` of every int/float key of the tree (algo too)."""
+    from pydantic import BaseModel
+
+    from turnrl.config.sections import list_item, number_kind
+
+    keys = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys += _number_keys(annotation, f"{prefix}{name}.")
+        elif number_kind(annotation):
+            keys.append((f"{prefix}{name}", "scalar"))
+        elif number_kind(list_item(annotation)):
+            keys.append((f"{prefix}{name}", "list"))
+    return keys
+
+
+def test_every_number_key_is_found() -> None:
+    keys = dict(_number_keys())
+    assert {"train.steps", "train.lr", "run.seed", "model.tiny.hidden_size", "algo.kl_coef",
+            "algo.overlong_cache", "distributed.num_cpus", "env.step_timeout_s"} <= set(keys)
+    assert keys["eval.pass_k"] == "list"
+    assert "log.wandb" not in keys and "algo.bootstrap_truncated" not in keys  # bools
+    assert "env.kwargs" not in keys  # free form: the env checks its own arguments
+
+
+@pytest.mark.parametrize(("key", "shape"), _number_keys())
+def test_a_boolean_is_never_a_number(key: str, shape: str) -> None:
+    # pydantic alone reads true as 1: train.steps=true would run one step
+    value = "[true]" if shape == "list" else "true"
+    error = error_of(None, (f"{key}={value}",))
+    assert f"{key}: expected " in str(error) and "true" in str(error)
+    assert len(error.issues) == 1 and error.issues[0].key == key
+
+
+def test_numbers_as_yaml_and_overrides_give_them_still_load(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+        train:
+          lr: 1e-4
+          steps: '3'
+          max_grad_norm: 1
+        eval:
+          pass_k: [1, 2]
+          samples_per_task: 2
+        """)
+    cfg = load_config(path, ["run.seed=7", "algo.kl_coef=0", "model.tiny.hidden_size=64"])
+    assert cfg.train.lr == 1e-4 and cfg.train.steps == 3 and cfg.train.max_grad_norm == 1.0
+    assert cfg.eval.pass_k == [1, 2] and cfg.run.seed == 7 and cfg.algo.kl_coef == 0.0
+    assert load_config(None, ["algo.bootstrap_truncated=true"]).algo.bootstrap_truncated
+
+
+def test_a_boolean_in_yaml_names_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+        train:
+          steps: yes
+        """)
+    assert str(error_of(path)).startswith(f"{path}:2: train.steps: expected an integer, got true")
+
+
+@pytest.mark.parametrize("name", ["../../x", "a/b", "a\\b", ".hidden", "..", "", " "])
+def test_run_name_is_a_name_not_a_path(name: str) -> None:
+    error = error_of(None, (f"run.name='{name}'",))
+    assert "run.name: must be a plain name" in str(error) and "run.out_dir" in str(error)
+
+
+@pytest.mark.parametrize("name", ["exp1", "2024", "lr3e-4_seed-1", "a.b", "gym:CartPole-v1"])
+def test_run_names_that_are_names_load(name: str) -> None:
+    assert load_config(None, [f"run.name={name}"]).run.name == name

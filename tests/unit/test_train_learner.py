@@ -180,6 +180,24 @@ def test_update_changes_parameters_and_reports_metrics(load_sft, tokenizer,
     assert changed
 
 
+def test_entropy_is_averaged_over_mini_batches_that_sampled_tokens(load_sft, tokenizer,
+                                                                   trajectories) -> None:
+    """A mini-batch without a sampled token (its episodes ran out of context) has no entropy:
+    it must not count as 0 (that read as an entropy collapse)."""
+    full = make_batch(trajectories, tokenizer)
+    only = torch.zeros_like(full.loss_mask)
+    only[3] = full.loss_mask[3]
+    batch = dataclasses.replace(full, loss_mask=only)
+    train = train_cfg(lr=1e-12, mini_batch_size=1, micro_batch_size=1)
+    mixed = Learner(load_sft(), PRESETS["grpo"], train).update(batch)
+    alone = Learner(load_sft(), PRESETS["grpo"], train).update(batch.select(torch.tensor([3])))
+    assert mixed["loss/optimizer_steps"] == 8.0
+    assert mixed["loss/entropy"] > 0.1
+    assert mixed["loss/entropy"] == pytest.approx(alone["loss/entropy"], rel=1e-5)
+    empty = dataclasses.replace(full, loss_mask=torch.zeros_like(full.loss_mask))
+    assert "loss/entropy" not in Learner(load_sft(), PRESETS["grpo"], train).update(empty)
+
+
 def test_update_without_advantages_is_an_error(load_tiny, tokenizer, trajectories) -> None:
     tokens = layout(trajectories, tokenizer.pad_token_id)
     # the learner's batch cannot be built without advantages (and returns)

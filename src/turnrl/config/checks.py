@@ -5,8 +5,10 @@ It lives with the config, not the loop (``turnrl train``, ``sft`` and ``eval`` a
 registries (algorithms, envs), which load torch. The config tree (pydantic) checks each
 section alone; :func:`validate` checks what needs
 several sections or the registries: every registry name exists, ``env.kwargs`` builds the
-env, the resolved algorithm fits the critic and batch settings, and ``distributed.*``
-agrees with ``train.mode`` (and Ray is installed when asked for). It returns what the
+env, the resolved algorithm fits the critic and batch settings, ``algo.adv_kwargs`` and
+``algo.loss_kwargs`` fit the signatures of the functions they go to, ``distributed.*``
+agrees with ``train.mode``, and every optional package the config asks for (Ray, wandb,
+MLflow, peft) is installed. It returns what the
 checks had to build anyway: the resolved :class:`~turnrl.algos.presets.AlgoPreset` and the
 env's spec with its kwargs.
 """
@@ -14,12 +16,18 @@ env's spec with its kwargs.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import os
 import re
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
 
 import torch
+from pydantic import TypeAdapter, ValidationError
 
 from turnrl import envs
 from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
@@ -28,7 +36,10 @@ from turnrl.algos import needs_groups as advantage_needs_groups
 from turnrl.algos.presets import AlgoPreset
 from turnrl.algos.registry import CORRECTIONS, FILTERS, KL_PLACEMENTS
 from turnrl.config import Config, ConfigError, validate_names
+from turnrl.config.errors import kind_of, show
 from turnrl.envs.registry import UnknownEnvError, resolves
+from turnrl.packages import installed
+from turnrl.registry import did_you_mean
 
 log = logging.getLogger("turnrl")
 
@@ -45,10 +56,12 @@ class Validated:
 def validate(cfg: Config) -> Validated:
     """All cross-key checks (see the module docstring); raises :class:`ConfigError`."""
     check_names(cfg)
+    check_packages(cfg)
     check_distributed(cfg)
     env_spec = check_env_kwargs(cfg)
     algo = cfg.algo.resolve()
     check_algo(cfg, algo, env_spec)
+    check_algo_kwargs(cfg, algo)
     if cfg.train.mode == "async" and cfg.train.max_staleness > 0 \
             and algo.is_correction == "none":
         # trajectories come from older policies: weight by the learner's own old log-probs
@@ -124,7 +137,7 @@ def check_algo(cfg: Config, algo: AlgoPreset, env_spec: envs.EnvSpec) -> None:
 
 
 def check_distributed(cfg: Config) -> None:
-    """``distributed.*`` and ``train.mode`` agree, and Ray is installed when it is asked for."""
+    """``distributed.*`` and ``train.mode`` agree (Ray is installed: :func:`check_packages`)."""
     d = cfg.distributed
     if d.learner_strategy == "fsdp" and d.num_learners < 2:
         where = cfg.origin_of("distributed.learner_strategy")
@@ -142,15 +155,100 @@ def check_distributed(cfg: Config) -> None:
             raise ConfigError(f"{where + ': ' if where else ''}{', '.join(needs)} runs on Ray: "
                               "set distributed.backend=ray (and install turnrl[ray])")
         return
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        where = cfg.origin_of("distributed.backend")
-        raise ConfigError(f"{where + ': ' if where else ''}distributed.backend=ray needs Ray, "
-                          "which is not installed: pip install 'turnrl[ray]' (or set "
-                          "distributed.backend=none)") from None
     if d.ray_address is None:  # the local instance this run will start: check it now
         from turnrl.distributed.rollout_cluster import check_resources
 
         check_resources(d, {"CPU": float(d.num_cpus or os.cpu_count() or 1),
                             "GPU": float(torch.cuda.device_count())})
+
+
+# --------------------------------------------------------------------------------------
+# Optional packages
+# --------------------------------------------------------------------------------------
+
+# (key, value that needs the package, module, what it is, pip argument, value without it)
+OPTIONAL_PACKAGES = (
+    ("distributed.backend", "ray", "ray", "Ray", "'turnrl[ray]'", "none"),
+    ("log.wandb", True, "wandb", "the wandb package", "wandb", False),
+    ("log.mlflow", True, "mlflow", "the mlflow package", "mlflow", False),
+    ("model.lora.enabled", True, "peft", "the peft package", "peft", False),
+)
+
+
+def check_packages(cfg: Config) -> None:
+    """Every optional package the config asks for is installed (``OPTIONAL_PACKAGES``)."""
+    for key, value, module, what, pip, off in OPTIONAL_PACKAGES:
+        if attrgetter(key)(cfg) == value and not installed(module):
+            where = cfg.origin_of(key)
+            raise ConfigError(f"{where + ': ' if where else ''}{key}={_text(value)} needs "
+                              f"{what}, which is not installed: pip install {pip} (or set "
+                              f"{key}={_text(off)})")
+
+
+def _text(value: Any) -> str:
+    """A value as an override writes it: ``ray``, ``true``."""
+    return value if isinstance(value, str) else show(value)
+
+
+# --------------------------------------------------------------------------------------
+# Algorithm hyperparameters
+# --------------------------------------------------------------------------------------
+
+
+def check_algo_kwargs(cfg: Config, algo: AlgoPreset) -> None:
+    """``adv_kwargs`` and ``loss_kwargs`` bind to the keyword hyperparameters of the advantage
+    estimator and the policy loss (names, and values of the annotated types), so a typo
+    fails here instead of as a ``TypeError`` in the first RL step."""
+    # the functions' leading positional arguments are the registry signature's, not settings
+    functions: tuple[tuple[str, str, str, Callable[..., Any], int], ...] = (
+        ("adv_kwargs", "advantage", algo.advantage, ADVANTAGES[algo.advantage], 1),
+        ("loss_kwargs", "policy_loss", algo.policy_loss, POLICY_LOSSES[algo.policy_loss], 4))
+    for key, fn_key, name, fn, leading in functions:
+        kind = fn_key.replace("_", " ")
+        problem = hyperparameter_problem(fn, getattr(algo, key), leading=leading,
+                                         owner=f"{kind} {name!r}")
+        if problem is None:
+            continue
+        where = cfg.origin_of(f"algo.{key}") or cfg.origin_of(f"algo.{fn_key}")
+        hint = ""
+        if getattr(cfg.algo, key) is None:  # the preset's own, kept when the function changed
+            hint = (f" (they are the {cfg.algo.preset} preset's {key}, kept when algo.{fn_key} "
+                    f"changed; set algo.{key}={{}} or the {kind}'s own settings)")
+        raise ConfigError(f"{where + ': ' if where else ''}algo.{key}: {problem}{hint}")
+
+
+def hyperparameter_problem(fn: Callable[..., Any], kwargs: Mapping[str, Any], *,
+                           leading: int, owner: str) -> str | None:
+    """What is wrong with calling ``fn(<leading positional args>, **kwargs)``: an unknown
+    name (with the closest accepted one) or a value that does not fit the annotation; None
+    when nothing is (or the signature cannot be read)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())[leading:]
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    accepted = [p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                     inspect.Parameter.KEYWORD_ONLY)]
+    for key in kwargs:
+        if key not in accepted:
+            return (f"{owner} has no setting {key!r}"
+                    f"{did_you_mean(key, accepted, otherwise='.')} Accepted: "
+                    f"{', '.join(accepted) or '(none)'}")
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # an annotation that does not resolve: names are checked, types not
+        return None
+    for key, value in kwargs.items():
+        if key not in hints:
+            continue
+        try:
+            TypeAdapter(hints[key]).validate_python(value, strict=True)
+        except ValidationError:
+            return (f"{key} of {owner}: expected {_type_name(hints[key])}, got {show(value)} "
+                    f"({kind_of(value)})")
+    return None
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")

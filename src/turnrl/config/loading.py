@@ -9,10 +9,9 @@ interpolations (``${...}``) are kept as text, never resolved.
 
 from __future__ import annotations
 
-import types
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, Union, cast, get_args, get_origin
+from typing import Any, Literal, cast, get_origin
 
 import yaml
 from omegaconf import OmegaConf
@@ -28,6 +27,7 @@ from turnrl.config.errors import (
     unknown_key_message,
 )
 from turnrl.config.schema import Config
+from turnrl.config.sections import union_members
 from turnrl.io import atomic_write_text
 
 # --------------------------------------------------------------------------------------
@@ -120,18 +120,14 @@ def _resolve_key(dotted: str) -> Any:
         if part not in current.model_fields:
             raise ValueError(unknown_key_message(part, parent, list(current.model_fields)))
         current = current.model_fields[part].annotation
-        if dict in (get_origin(current), *map(get_origin, _union_args(current))):
+        if any(get_origin(member) is dict for member in union_members(current)):
             return _FREE_FORM
     return current
 
 
-def _union_args(annotation: Any) -> tuple[Any, ...]:
-    return get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else ()
-
-
 def _is_str_type(annotation: Any) -> bool:
     """str, a Literal of names, or ``str | None``: a value the user means as text."""
-    return annotation is str or get_origin(annotation) is Literal or str in _union_args(annotation)
+    return get_origin(annotation) is Literal or str in union_members(annotation)
 
 
 def _parse_override(text: str) -> tuple[str, Any]:

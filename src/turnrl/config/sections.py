@@ -9,23 +9,76 @@ the root :class:`~turnrl.config.Config` are in :mod:`turnrl.config.schema`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from turnrl.config.errors import FieldError
+from turnrl.config.errors import FieldError, show
 
 
 class Section(BaseModel):
-    """Base of every section: unknown keys are errors."""
+    """Base of every section: unknown keys are errors, and true/false is not a number.
+
+    pydantic reads ``true`` as 1 for an int or float field (``train.steps=true`` would run
+    one step); here a boolean given for a number (or inside a list of numbers) is an error
+    in every section. Numbers written as text (``lr: 1e-4`` in YAML, which PyYAML reads as
+    a string) still convert as before.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_number(cls, value: Any, info: ValidationInfo) -> Any:
+        annotation = cls.model_fields[info.field_name].annotation if info.field_name else None
+        kind = number_kind(annotation)
+        if kind is not None and isinstance(value, bool):
+            raise ValueError(f"expected {kind}, got {show(value)} (bool); true/false is not a "
+                             "number here: write the number itself")
+        item_kind = number_kind(list_item(annotation))
+        if item_kind is not None and isinstance(value, list) \
+                and any(isinstance(item, bool) for item in value):
+            shown = ", ".join(show(item) for item in value)
+            raise ValueError(f"expected a list of {item_kind.split(' ', 1)[1]}s, got [{shown}]"
+                             " (true/false is not a number); write the numbers themselves")
+        return value
+
+
+def union_members(annotation: Any) -> tuple[Any, ...]:
+    """The members of ``X | Y`` (``Optional`` included); ``(annotation,)`` for anything else."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        return get_args(annotation)
+    return (annotation,)
+
+
+def number_kind(annotation: Any) -> str | None:
+    """``"an integer"`` for ``int`` (``int | None``, ``Annotated[int, ...]``), ``"a number"``
+    for ``float``; None for any annotation that is not a number or that admits a bool."""
+    if get_origin(annotation) is Annotated:
+        return number_kind(get_args(annotation)[0])
+    members = [m for m in union_members(annotation) if m is not type(None)]
+    if len(members) != 1:
+        return None
+    (member,) = members
+    if get_origin(member) is Annotated:
+        return number_kind(member)
+    return {int: "an integer", float: "a number"}.get(member)
+
+
+def list_item(annotation: Any) -> Any:
+    """The item type of ``list[X]`` (or ``list[X] | None``), else None."""
+    for member in union_members(annotation):
+        if get_origin(member) is list and get_args(member):
+            return get_args(member)[0]
+    return None
 
 
 class RunConfig(Section):
     """Run identity, output folder, seeding and compute placement."""
 
-    name: str = Field("default", description="Run name; outputs go to <out_dir>/<name>/.")
+    name: str = Field("default", description="Run name; outputs go to <out_dir>/<name>/. A "
+                      "name, not a path: no '/', not empty, not starting with '.'.")
     out_dir: str = Field("runs", description="Folder that holds one sub-folder per run.")
     seed: int = Field(0, ge=0, description="Global seed for Python, NumPy and torch.")
     threads: int = Field(2, ge=1, description="torch CPU threads (torch.set_num_threads).")
@@ -35,6 +88,16 @@ class RunConfig(Section):
     deterministic: bool = Field(
         False, description="Use deterministic torch kernels (slower; bitwise reproducible runs)."
     )
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_not_a_path(cls, name: str) -> str:
+        if not name.strip() or name.startswith(".") or any(sep in name for sep in "/\\"):
+            raise ValueError(
+                f"must be a plain name (no '/' or '\\', not empty, not starting with '.'), got "
+                f"{name!r}: the run dir is <run.out_dir>/<run.name>; put folders in "
+                "run.out_dir instead (e.g. run.out_dir=runs/sweep run.name=lr3e-4)")
+        return name
 
 
 class LoraConfig(Section):
@@ -195,6 +258,10 @@ class AlarmsConfig(Section):
     max_repeated: float = Field(
         1.0, ge=0, le=1, description="repeated_outputs: fraction of episodes repeating another "
         "episode of their group at least this."
+    )
+    max_context_overflow: float = Field(
+        0.5, ge=0, le=1, description="context_overflow: fraction of episodes that ended "
+        "because the context window was full at least this."
     )
     rollback_lr_factor: float = Field(0.5, gt=0, le=1, description="Learning-rate scale per "
                                       "rollback.")

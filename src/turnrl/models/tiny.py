@@ -50,10 +50,10 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def build_model(vocab_size: int, config: TinyConfig | None = None) -> LlamaForCausalLM:
-    """A randomly initialised Llama-architecture causal LM (fp32), deterministic in ``seed``."""
+def llama_config(vocab_size: int, config: TinyConfig | None = None) -> LlamaConfig:
+    """The Hugging Face config of the tiny model of shape ``config`` (``model.tiny.*``)."""
     cfg = config or TinyConfig()
-    hf_config = LlamaConfig(
+    return LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=cfg.hidden_size,
         intermediate_size=cfg.intermediate_size,
@@ -67,9 +67,14 @@ def build_model(vocab_size: int, config: TinyConfig | None = None) -> LlamaForCa
         eos_token_id=None,
         pad_token_id=None,
     )
+
+
+def build_model(vocab_size: int, config: TinyConfig | None = None) -> LlamaForCausalLM:
+    """A randomly initialised Llama-architecture causal LM (fp32), deterministic in ``seed``."""
+    cfg = config or TinyConfig()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        model = LlamaForCausalLM(hf_config)
+        model = LlamaForCausalLM(llama_config(vocab_size, cfg))
     return model.float()
 
 

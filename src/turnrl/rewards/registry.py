@@ -49,21 +49,27 @@ RewardF = TypeVar("RewardF", bound=RewardFn)
 
 
 _CHECKS: dict[str, Callable[..., Any]] = {}
+_NEEDS_REFERENCE: set[str] = set()
 
 
-def register_reward(name: str, *, check: Callable[..., Any] | None = None
-                    ) -> Callable[[RewardF], RewardF]:
+def register_reward(name: str, *, check: Callable[..., Any] | None = None,
+                    needs_reference: bool = False) -> Callable[[RewardF], RewardF]:
     """Decorator: store a reward function under ``name`` (its settings are keyword-only).
 
-    ``check(**kwargs)``, if given, raises ``ValueError`` for bad settings; :func:`combine`
-    runs it when the config is loaded, so a bad regex or a negative budget fails before any
-    rollout instead of at the first score.
+    ``check(**kwargs)``, if given, raises ``ValueError`` for bad settings (``ImportError``
+    for a missing package); :func:`combine` runs it when the config is loaded, so a bad
+    regex or a negative budget fails before any rollout instead of at the first score.
+    ``needs_reference=True`` declares that the function compares against a reference
+    answer, ``trajectory.info["answer"]`` unless its ``answer`` setting is given
+    (:attr:`RewardTerm.needs_reference`), so an env without one is refused before a run.
     """
 
     def add(fn: RewardF) -> RewardF:
         REWARDS.register(name)(fn)
         if check is not None:
             _CHECKS[name] = check
+        if needs_reference:
+            _NEEDS_REFERENCE.add(name)
         return fn
 
     return add
@@ -140,6 +146,9 @@ class RewardTerm:
     fn: RewardFn
     weight: float = 1.0
     kwargs: dict[str, Any] = field(default_factory=dict)
+    # reads the env's reference answer, info["answer"] (registered with needs_reference and
+    # no ``answer`` setting given)
+    needs_reference: bool = False
 
     def __call__(self, trajectory: Trajectory) -> float:
         """The unweighted value; raises ``ValueError`` if it is not a finite number."""
@@ -243,12 +252,14 @@ def _term(entry: Mapping[str, Any] | str, where: str) -> RewardTerm:
     if name in _CHECKS:
         try:
             _CHECKS[name](**kwargs)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, ImportError) as error:
             raise RewardSpecError(f"{where} ({name}): {error}") from None
     label = entry.get("label", name.rpartition(":")[2].rpartition(".")[2])
     if not isinstance(label, str) or not label:
         raise RewardSpecError(f"{where} ({name}): 'label' must be a non-empty string")
-    return RewardTerm(label=label, name=name, fn=fn, weight=float(weight), kwargs=dict(kwargs))
+    needs_reference = name in _NEEDS_REFERENCE and kwargs.get("answer") is None
+    return RewardTerm(label=label, name=name, fn=fn, weight=float(weight), kwargs=dict(kwargs),
+                      needs_reference=needs_reference)
 
 
 def _lookup(name: str, where: str) -> RewardFn:

@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import hashlib
-import inspect
 import itertools
-import logging
-import math
-import numbers
-import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, cast
 
@@ -20,18 +14,10 @@ from transformers import PreTrainedTokenizerBase
 from turnrl.envs.protocol import Env, HasPrivilegedInfo, HasStateKey, HasTools
 from turnrl.models.chat import TemplateLedger
 from turnrl.rollout.engine import Engine, SamplingParams
-from turnrl.types import EpisodeCounts, StepResult, Trajectory
+from turnrl.rollout.guard import EnvCalls, EnvFailure, WorkerLost, episode_error, guarded
+from turnrl.types import EpisodeCounts, Trajectory
 
-log = logging.getLogger("turnrl")
-
-
-class EnvFailure(Exception):
-    """An env call raised, timed out or returned a malformed result: its episode ends."""
-
-
-class WorkerLost(Exception):
-    """The process hosting an env died (a Ray env worker): not the env's fault, so the
-    episode is not scored as failed; it is re-run from its seed by whoever submitted it."""
+__all__ = ["ANSWER_KEYS", "EnvFailure", "Runner", "WorkerLost", "stable_hash"]
 
 # what reward functions read (turnrl.rewards): the gold answer from reset info; the agent's
 # final answer and the evidence it retrieved from step info. Copied into trajectory.info.
@@ -67,8 +53,9 @@ class Runner:
             depend on the order in which episodes reach the engine (threads, timeouts).
             None leaves the seeding to the engine.
 
-    Fault isolation: an exception (or timeout, or a malformed ``StepResult``) in
-    ``env.reset``, ``env.step`` or a tool ends that episode only. Its trajectory keeps what
+    Fault isolation: every env call goes through :class:`~turnrl.rollout.guard.EnvCalls`;
+    an exception (or timeout, or a malformed ``StepResult``) in ``env.reset``, ``env.step``
+    or a tool ends that episode only. Its trajectory keeps what
     was played, is marked ``truncated`` with its ``error`` (the message, with the env id,
     seed and turn) and is logged with the command that replays it.
     """
@@ -83,8 +70,7 @@ class Runner:
         self.tokenizer = tokenizer
         self.params = params
         self.max_context_tokens = max_context_tokens
-        self.offload_env_steps = offload_env_steps
-        self.step_timeout_s = step_timeout_s
+        self.calls = EnvCalls(step_timeout_s=step_timeout_s, offload=offload_env_steps)
         self.sampling_seed = sampling_seed
 
     def collect(self, make_env: Callable[[], Env], seeds: Sequence[int], group_size: int, *,
@@ -118,20 +104,12 @@ class Runner:
                               turn_rewards=[], terminated=False, truncated=True,
                               error=message)
         finally:
-            try:
-                await self._call(env, env.close)
-            except EnvFailure as failure:
-                log.warning("env %s seed %s: %s", env.spec.id, seed, failure)
+            await self.calls.close(env)
 
     async def _play(self, env: Env, seed: int, group_id: int, member: int) -> Trajectory:
-        reset = await self._call(env, env.reset, seed=seed)
-        if not (isinstance(reset, tuple) and len(reset) == 2 and isinstance(reset[1], dict)
-                and valid_messages(reset[0])):
-            raise EnvFailure(f"env.reset must return (messages, info: dict) with messages a "
-                             f"list of {{'role', 'content': str}}, got {reset!r:.200}")
-        messages, reset_info = reset
+        messages, reset_info = await self.calls.reset(env, seed)
         # a capability declared on the spec is implemented (check_env checks that they agree)
-        privileged = (await self._call(env, cast(HasPrivilegedInfo, env).privileged_info)
+        privileged = (await self.calls.call(env, cast(HasPrivilegedInfo, env).privileged_info)
                       if env.spec.has_privileged_info else None)
         tools = guarded(cast(HasTools, env).tool_schemas) if env.spec.tools else None
         ledger = TemplateLedger(self.tokenizer, tools=tools)
@@ -144,28 +122,6 @@ class Runner:
             self.engine.end_session(session)
         # for a privileged critic; never in the policy's context
         return dataclasses.replace(trajectory, privileged_info=privileged)
-
-    async def _call(self, env: Env, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run an env method inline, or in a worker thread for slow envs, when asked, or
-        under a timeout; a coroutine method (a remote env) is awaited. Any failure is raised
-        as :class:`EnvFailure`, except :class:`WorkerLost`."""
-        if inspect.iscoroutinefunction(fn):
-            try:
-                return await asyncio.wait_for(fn(*args, **kwargs), self.step_timeout_s)
-            except WorkerLost:
-                raise
-            except (TimeoutError, asyncio.TimeoutError):
-                name = getattr(fn, "__qualname__", repr(fn))
-                raise EnvFailure(f"{name} did not return within {self.step_timeout_s:g} s "
-                                 "(env.step_timeout_s)") from None
-            except Exception as error:
-                raise env_failure(fn, error) from error
-        if self.offload_env_steps or env.spec.slow_steps or self.step_timeout_s:
-            try:
-                return await in_thread(fn, *args, timeout=self.step_timeout_s, **kwargs)
-            except Exception as error:
-                raise env_failure(fn, error) from error
-        return guarded(fn, *args, **kwargs)
 
     def _open_turn(self, ledger: TemplateLedger, turn: int) -> bool:
         """Append the assistant header of the next turn if that turn fits the context."""
@@ -208,9 +164,8 @@ class Runner:
             if completion.versions is not None:
                 versions += completion.versions
             try:
-                result = await self._call(env, env.step, action)
-                check_step_result(result)
-            except (EnvFailure, TypeError) as failure:  # this episode ends; the others go on
+                result = await self.calls.step(env, action)
+            except EnvFailure as failure:  # this episode ends; the others go on
                 error = episode_error(env, seed, f"env.step at turn {turn}", failure)
                 turn_rewards.append(0.0)
                 terminated, truncated, step_info = False, True, {}
@@ -239,85 +194,3 @@ class Runner:
             policy_versions=versions or None, info=answer_info,
         )
 
-
-def episode_error(env: Env, seed: int, where: str, error: BaseException) -> str:
-    """The message of a failed episode (logged as a warning): what failed, where, and the
-    command that replays it."""
-    text = str(error) if isinstance(error, EnvFailure) else f"{type(error).__name__}: {error}"
-    message = (f"{text} (env {env.spec.id}, seed {seed}, {where}; "
-               f"replay with `turnrl play {env.spec.id} --seed {seed}`)")
-    log.warning("episode failed: %s", message)
-    return message
-
-
-def guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` with any exception raised as :class:`EnvFailure`."""
-    try:
-        return fn(*args, **kwargs)
-    except Exception as error:
-        raise env_failure(fn, error) from error
-
-
-def env_failure(fn: Callable[..., Any], error: BaseException) -> EnvFailure:
-    if isinstance(error, TimeoutError):
-        return EnvFailure(str(error))
-    name = getattr(fn, "__qualname__", repr(fn))
-    return EnvFailure(f"{name} raised {type(error).__name__}: {error}")
-
-
-def valid_messages(messages: Any) -> bool:
-    """A list of ``{"role": str, "content": str}`` messages."""
-    return isinstance(messages, list) and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-        for m in messages)
-
-
-def check_step_result(result: Any) -> StepResult:
-    """``result`` if it is a well-formed :class:`StepResult`, else a ``TypeError`` naming
-    what is wrong (an env returning Gymnasium's tuple, a non-numeric reward, ...)."""
-    if not isinstance(result, StepResult):
-        raise TypeError(f"env.step must return turnrl.types.StepResult, got "
-                        f"{type(result).__name__}")
-    if not valid_messages(result.observation):
-        raise TypeError("StepResult.observation must be a list of {'role', 'content': str} "
-                        f"messages, got {result.observation!r:.200}")
-    if isinstance(result.reward, bool) or not isinstance(result.reward, numbers.Real) \
-            or not math.isfinite(float(result.reward)):
-        raise TypeError(f"StepResult.reward must be a finite number, got {result.reward!r}")
-    if not isinstance(result.info, dict):
-        raise TypeError(f"StepResult.info must be a dict, got {type(result.info).__name__}")
-    return result
-
-
-async def in_thread(fn: Callable[..., Any], *args: Any, timeout: float | None = None,
-                    **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` in a daemon thread, awaited with an optional timeout
-    (``TimeoutError`` after ``timeout`` seconds). Unlike ``asyncio.to_thread``, a call that
-    never returns does not block the event loop's shutdown or the process's exit."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(outcome: tuple[bool, Any]) -> None:
-        ok, value = outcome
-        if future.done():
-            return
-        if ok:
-            future.set_result(value)
-        else:
-            future.set_exception(value)
-
-    def work() -> None:
-        try:
-            outcome: tuple[bool, Any] = (True, fn(*args, **kwargs))
-        except BaseException as error:  # handed to the awaiting episode
-            outcome = (False, error)
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(settle, outcome)
-
-    threading.Thread(target=work, daemon=True, name="turnrl-env").start()
-    try:
-        return await asyncio.wait_for(future, timeout)
-    except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11
-        name = getattr(fn, "__qualname__", repr(fn))
-        raise TimeoutError(f"{name} did not return within {timeout:g} s "
-                           "(env.step_timeout_s)") from None

@@ -12,7 +12,9 @@ from turnrl.types import EpisodeCounts, Trajectory
 def rollout_metrics(trajectories: Sequence[Trajectory],
                     returns: Sequence[float] | None = None) -> dict[str, float]:
     """Means over episodes; group spread is the mean within-group reward std. ``returns``
-    are the episodes' scored outcome rewards (default: the env's, summed)."""
+    are the episodes' scored outcome rewards (default: the env's, summed).
+    ``rollout/context_overflow_rate`` (the fraction of episodes that ended because their
+    next turn did not fit ``rollout.max_context_tokens``) is there only when it is not 0."""
     if returns is None:
         returns = [t.total_reward for t in trajectories]
     rewards = np.array(returns, dtype=float)
@@ -26,6 +28,9 @@ def rollout_metrics(trajectories: Sequence[Trajectory],
 
     def mean(values: list[float]) -> float:
         return float(np.mean(values)) if values else 0.0
+
+    # reported on steps where an episode ran out of context (absent means 0)
+    overflow = mean([float(c.context_overflow) for c in counts])
 
     return {
         "reward/mean": float(rewards.mean()),
@@ -43,6 +48,7 @@ def rollout_metrics(trajectories: Sequence[Trajectory],
         "rollout/tool_calls": mean([c.tool_calls for c in counts]),
         "rollout/tool_errors": mean([c.tool_errors for c in counts]),
         "rollout/repeated_outputs": repeated_outputs(trajectories),
+        **({"rollout/context_overflow_rate": overflow} if overflow else {}),
         "rollout/episodes": float(len(trajectories)),
     }
 

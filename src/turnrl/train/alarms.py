@@ -16,6 +16,12 @@ Each rule reads one metric of the step and fires when it crosses its threshold f
   value at the first RL step: replies are shrinking towards nothing;
 - ``alarm/repeated_outputs``: ``rollout/repeated_outputs`` (episodes whose sampled tokens
   repeat another episode's of the same group) at least ``max_repeated``.
+- ``alarm/context_overflow``: ``rollout/context_overflow_rate`` (episodes that ended because
+  their next turn did not fit ``rollout.max_context_tokens``; a prompt longer than the
+  context leaves an episode without a single turn) at least ``max_context_overflow``. On
+  such steps the rules about sampled tokens and their rewards (entropy, length, repeated
+  outputs, equal rewards) are not read: episodes without turns have no tokens to measure,
+  are all alike and all score 0, and the cause is the context, not a collapse.
 
 A metric a step does not report (no reference, no groups of two or more), or a non-finite
 value (a skipped update), leaves its rule as it was. ``reward_std_zero`` and
@@ -43,6 +49,9 @@ class Rule:
     threshold: float
     relative_to: Literal["none", "first", "recent_median"] = "none"
     floor: float = 0.0  # a relative limit is at least this
+    absent: float | None = None  # the value of a step that does not report the metric
+    suspended_by: str | None = None  # a rule that, past its threshold, explains this one
+    hint: str = ""  # how to fix what the alarm reports
 
     def limit(self, first: float | None, recent: list[float]) -> float | None:
         if self.relative_to == "first":
@@ -58,23 +67,33 @@ class Rule:
 
 def default_rules(*, min_entropy: float = 0.01, max_zero_std_groups: float = 1.0,
                   max_kl: float = 1.0, grad_spike: float = 10.0, min_length_ratio: float = 0.2,
-                  max_repeated: float = 1.0, max_grad_norm: float = 0.0) -> list[Rule]:
+                  max_repeated: float = 1.0, max_grad_norm: float = 0.0,
+                  max_context_overflow: float = 0.5) -> list[Rule]:
     """The rule set of the module docstring with the given thresholds."""
+    overflow = "context_overflow"
     return [
-        Rule("entropy_collapse", "loss/entropy", "<", min_entropy),
-        Rule("reward_std_zero", "reward/frac_zero_std_groups", ">=", max_zero_std_groups),
+        Rule("entropy_collapse", "loss/entropy", "<", min_entropy, suspended_by=overflow),
+        Rule("reward_std_zero", "reward/frac_zero_std_groups", ">=", max_zero_std_groups,
+             suspended_by=overflow),
         Rule("kl_blowup", "rollout/kl_ref", ">", max_kl),
         Rule("grad_norm_spike", "loss/grad_norm", ">", grad_spike, "recent_median",
              floor=max_grad_norm),
-        Rule("length_collapse", "rollout/sampled_tokens", "<", min_length_ratio, "first"),
-        Rule("repeated_outputs", "rollout/repeated_outputs", ">=", max_repeated),
+        Rule("length_collapse", "rollout/sampled_tokens", "<", min_length_ratio, "first",
+             suspended_by=overflow),
+        Rule("repeated_outputs", "rollout/repeated_outputs", ">=", max_repeated,
+             suspended_by=overflow),
+        Rule(overflow, "rollout/context_overflow_rate", ">=", max_context_overflow, absent=0.0,
+             hint="episodes ran out of context: raise rollout.max_context_tokens, shorten "
+                  "the prompts, or play fewer turns (env max_turns) or shorter ones "
+                  "(rollout.max_new_tokens)"),
     ]
 
 
 # alarms that alarms.on_alarm=stop|rollback acts on; the others only warn
 ACTIONABLE = {"alarm/entropy_collapse": True, "alarm/reward_std_zero": False,
               "alarm/kl_blowup": True, "alarm/grad_norm_spike": True,
-              "alarm/length_collapse": True, "alarm/repeated_outputs": False}
+              "alarm/length_collapse": True, "alarm/repeated_outputs": False,
+              "alarm/context_overflow": True}
 
 
 @dataclass
@@ -92,9 +111,14 @@ class AlarmMonitor:
         (1 firing, 0 quiet) of every rule whose metric the step reports."""
         fired: list[str] = []
         flags: dict[str, float] = {}
+        suspended = {rule.name for rule in self.rules if self._over(rule, metrics)}
         for rule in self.rules:
-            value = metrics.get(rule.metric)
+            reported = rule.metric in metrics
+            value = metrics.get(rule.metric, rule.absent)
             if value is None or not math.isfinite(value):
+                continue
+            if rule.suspended_by in suspended:  # explained by another alarm: left as it was
+                flags[f"alarm/{rule.name}"] = 0.0
                 continue
             history = self.recent.setdefault(rule.metric, deque(maxlen=10))
             limit = rule.limit(self.first.get(rule.metric), list(history))
@@ -103,10 +127,18 @@ class AlarmMonitor:
             crossed = limit is not None and rule.crossed(value, limit)
             self.streaks[rule.name] = self.streaks.get(rule.name, 0) + 1 if crossed else 0
             firing = self.streaks[rule.name] >= self.patience
-            flags[f"alarm/{rule.name}"] = float(firing)
+            if reported or firing:
+                flags[f"alarm/{rule.name}"] = float(firing)
             if firing:
                 fired.append(f"alarm/{rule.name}")
         return fired, flags
+
+    @staticmethod
+    def _over(rule: Rule, metrics: dict[str, float]) -> bool:
+        """Whether a fixed-threshold rule's metric is past its threshold at this step."""
+        value = metrics.get(rule.metric, rule.absent)
+        return (rule.relative_to == "none" and value is not None and math.isfinite(value)
+                and rule.crossed(value, rule.threshold))
 
     def state(self) -> dict:
         """JSON-ready state (kept in checkpoints, so a resumed run raises the same alarms)."""

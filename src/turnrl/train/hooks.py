@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ from turnrl.train.alarms import ACTIONABLE, AlarmMonitor, default_rules
 from turnrl.train.checkpoint import (
     checkpoint_step,
     checkpoints,
+    drop_checkpoints_after,
     load_training_state,
     prune_checkpoints,
     save_checkpoint,
@@ -74,14 +74,22 @@ def build_monitor(run: Run) -> AlarmMonitor:
     return AlarmMonitor(default_rules(
         min_entropy=a.min_entropy, max_zero_std_groups=a.max_zero_std_groups,
         max_kl=a.max_kl, grad_spike=a.grad_spike, min_length_ratio=a.min_length_ratio,
-        max_repeated=a.max_repeated, max_grad_norm=run.cfg.train.max_grad_norm),
+        max_repeated=a.max_repeated, max_grad_norm=run.cfg.train.max_grad_norm,
+        max_context_overflow=a.max_context_overflow),
         patience=a.patience)
 
 
 def alarm_details(fired: list[str], metrics: dict[str, float]) -> str:
-    """``alarm/entropy_collapse (loss/entropy 0.0031)``, ... for the alarms that fired."""
-    by_name = {f"alarm/{rule.name}": rule.metric for rule in default_rules()}
-    return ", ".join(f"{name} ({by_name[name]} {metrics[by_name[name]]:.4g})" for name in fired)
+    """``alarm/entropy_collapse (loss/entropy 0.0031)``, ... for the alarms that fired, with
+    the fix where the rule knows one."""
+    rules = {f"alarm/{rule.name}": rule for rule in default_rules()}
+
+    def detail(name: str) -> str:
+        rule = rules[name]
+        value = metrics.get(rule.metric, rule.absent)
+        return f"{name} ({rule.metric} {value:.4g}{f'; {rule.hint}' if rule.hint else ''})"
+
+    return ", ".join(detail(name) for name in fired)
 
 
 @contextlib.contextmanager
@@ -244,9 +252,7 @@ class StepHooks:
     def roll_back(self, target: Path) -> int:
         """Resume from checkpoint ``target`` with the learning rates scaled down; returns its
         step."""
-        for newer in checkpoints(self.run.run_dir):  # written during the collapse: never resume
-            if checkpoint_step(newer) > checkpoint_step(target):
-                shutil.rmtree(newer)
+        drop_checkpoints_after(self.run.run_dir, checkpoint_step(target))  # the collapse's
         self.learner = self.rebuild(target)
         optimizers = [o for o in (self.learner.optimizer, self.learner.critic_optimizer) if o]
         configured = [[group["lr"] for group in o.param_groups] for o in optimizers]

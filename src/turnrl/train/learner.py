@@ -157,12 +157,17 @@ class Learner:
         if not train_policy and self.critic is None:
             raise ValueError("train_policy=False (critic warm-up) needs a critic")
         sums: dict[str, float] = defaultdict(float)
-        steps = 0
+        steps = sampled_steps = 0  # sampled: mini-batches with a token to train on
         for _ in range(self.train.epochs):
             order = torch.randperm(batch.size, generator=self.generator)
             for rows in order.split(self.train.mini_batch_size):
                 if train_policy:
-                    for key, value in self._policy_step(batch, rows).items():
+                    step_metrics = self._policy_step(batch, rows)
+                    if bool(batch.loss_mask[rows].any()):
+                        sampled_steps += 1
+                    else:  # e.g. every episode ran out of context: no entropy to average
+                        step_metrics.pop("loss/entropy", None)
+                    for key, value in step_metrics.items():
                         sums[key] += value
                 if self.critic is not None and not (self.shared_critic and train_policy):
                     for key, value in self._critic_step(batch, rows).items():
@@ -170,6 +175,8 @@ class Learner:
                 steps += 1
         metrics = {key: value if key.endswith("skipped_steps") else value / steps  # counts
                    for key, value in sums.items()}
+        if "loss/entropy" in sums:
+            metrics["loss/entropy"] = sums["loss/entropy"] / sampled_steps
         metrics["loss/optimizer_steps"] = float(steps)
         return metrics
 

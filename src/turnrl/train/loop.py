@@ -19,7 +19,7 @@ from pathlib import Path
 from turnrl.algos import ADVANTAGES
 from turnrl.config import Config, dump_config
 from turnrl.config.checks import validate
-from turnrl.io import atomic_write_text
+from turnrl.io import DiskFullError, atomic_write_text, disk_space
 from turnrl.train import scaleout
 from turnrl.train.collect import RolloutError
 from turnrl.train.hooks import AlarmStop, Interrupted, LoopState, StepHooks, stop_signals
@@ -67,37 +67,38 @@ def warm_start_and_evaluate(run: Run, conversations: list | None) -> dict[str, f
     return evaluate_run(run, 0, "before RL") if cfg.eval.before_training else None
 
 
-def train(cfg: Config, *, resume: Path | None = None) -> RunResult:
-    """Run a whole training job: SFT, evaluation, ``train.steps`` RL steps, evaluation."""
+def train(cfg: Config, *, resume: Path | None = None,
+          resume_from: str | None = None) -> RunResult:
+    """Run a whole training job: SFT, evaluation, ``train.steps`` RL steps, evaluation
+    (``resume``: go on with that run dir, from checkpoint ``resume_from`` or its newest)."""
     start = time.perf_counter()
     checked = validate(cfg)  # every check before any run dir exists
     conversations = check_inputs(cfg, resume=resume)
-    run = open_run(checked, resume=resume)
+    run = open_run(checked, resume=resume, resume_from=resume_from)
     state, algo, t = LoopState(), run.algo, cfg.train
-
-    if run.resume_from is None:  # a fresh start: SFT warm start, then the evaluation before RL
-        state.before = warm_start_and_evaluate(run, conversations)
-    learner = build_learner(run, source=run.resume_from, reference=frozen_reference(run))
-    collector = build_collector(run, local_play(run))
-    controller = kl_controller(algo)
     out: scaleout.ScaleOut | None = None
-
-    def push_weights() -> None:
-        run.model.engine.load_weights(hooks.learner.policy)
-        state.policy_version += 1
-        run.model.engine.version = state.policy_version
-        if out is not None:
-            out.push_weights(hooks.learner, state.policy_version, wait=t.mode == "sync")
-
-    def rebuild(checkpoint: Path) -> Learner:  # a rollback: model and learner from disk
-        run.model = load_model(cfg, checkpoint, run.device, fresh_lora=False)
-        return build_learner(run, source=checkpoint, reference=hooks.learner.reference)
-
-    hooks = StepHooks(run, state, learner, collector, controller=controller,
-                      evaluate=functools.partial(evaluate_run, run),
-                      rebuild=rebuild, push_weights=push_weights,
-                      gather_states=lambda lr: out.gather_states(lr) if out else None)
     try:
+        if run.resume_from is None:  # a fresh start: SFT warm start, then the evaluation before RL
+            state.before = warm_start_and_evaluate(run, conversations)
+        learner = build_learner(run, source=run.resume_from, reference=frozen_reference(run))
+        collector = build_collector(run, local_play(run))
+        controller = kl_controller(algo)
+
+        def push_weights() -> None:
+            run.model.engine.load_weights(hooks.learner.policy)
+            state.policy_version += 1
+            run.model.engine.version = state.policy_version
+            if out is not None:
+                out.push_weights(hooks.learner, state.policy_version, wait=t.mode == "sync")
+
+        def rebuild(checkpoint: Path) -> Learner:  # a rollback: model and learner from disk
+            run.model = load_model(cfg, checkpoint, run.device, fresh_lora=False)
+            return build_learner(run, source=checkpoint, reference=hooks.learner.reference)
+
+        hooks = StepHooks(run, state, learner, collector, controller=controller,
+                          evaluate=functools.partial(evaluate_run, run),
+                          rebuild=rebuild, push_weights=push_weights,
+                          gather_states=lambda lr: out.gather_states(lr) if out else None)
         if run.resume_from is not None:
             hooks.resume(run.resume_from)
         run.model.engine.version = state.policy_version = state.step
@@ -146,13 +147,17 @@ def train(cfg: Config, *, resume: Path | None = None) -> RunResult:
         if not (every and t.steps and t.steps % every == 0):
             hooks.checkpoint(t.steps)  # the final state, unless just saved
         after = evaluate_run(run, t.steps, "after RL")
+        result = RunResult(run.run_dir, state.before, after, state.history,
+                           time.perf_counter() - start)
+        with disk_space("eval.json", run.run_dir / "eval.json"):
+            atomic_write_text(run.run_dir / "eval.json", json.dumps(
+                {"before": state.before, "after": after, "wall_time_s": result.wall_time_s,
+                 "config": dump_config(cfg)}, indent=2) + "\n")
+    except DiskFullError as error:  # its checkpoints are whole: the run stays resumable
+        raise DiskFullError(f"{error}; free space (or move run.out_dir) and resume with "
+                            f"`turnrl train --resume {run.run_dir}`") from None
     finally:
         if out is not None:
             out.close()
-    result = RunResult(run.run_dir, state.before, after, state.history,
-                       time.perf_counter() - start)
-    atomic_write_text(run.run_dir / "eval.json", json.dumps(
-        {"before": state.before, "after": after, "wall_time_s": result.wall_time_s,
-         "config": dump_config(cfg)}, indent=2) + "\n")
-    run.logger.close()
+        run.close()  # the metrics file, and the run dir's lock
     return result

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from turnrl.io import atomic_write_text
+from turnrl.io import atomic_write_text, disk_space
 from turnrl.train.scoring import EpisodeScore, ScoredBatch
 from turnrl.types import TrainBatch, Trajectory
 
@@ -22,7 +22,6 @@ def save_samples(run_dir: Path, step: int, trajectories: Sequence[Trajectory],
     """The first ``n`` trajectories of a step, written atomically."""
     if n <= 0:
         return
-    (run_dir / "samples").mkdir(exist_ok=True)
     lines = []
     for row, (traj, episode_score) in enumerate(zip(trajectories[:n], scores, strict=False)):
         record = traj.to_dict()
@@ -34,4 +33,6 @@ def save_samples(run_dir: Path, step: int, trajectories: Sequence[Trajectory],
         used = [round(a, 6) for a in batch.advantages[row, : len(traj.token_ids)].tolist()]
         record["advantages"] = used + [0.0] * (len(traj.token_ids) - len(used))
         lines.append(json.dumps(record))
-    atomic_write_text(run_dir / "samples" / f"step_{step}.jsonl", "\n".join(lines) + "\n")
+    path, text = run_dir / "samples" / f"step_{step}.jsonl", "\n".join(lines) + "\n"
+    with disk_space(f"the samples of step {step}", path, len(text.encode())):
+        atomic_write_text(path, text)

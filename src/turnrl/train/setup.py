@@ -10,9 +10,12 @@ only calls them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import itertools
 import json
+import logging
 import os
 import random
 import shutil
@@ -32,12 +35,12 @@ from turnrl.algos.presets import AlgoPreset
 from turnrl.config import Config, ConfigError, save_config
 from turnrl.config.checks import Validated, validate
 from turnrl.envs.latency import with_latency
-from turnrl.envs.protocol import Env, HasTools
+from turnrl.envs.protocol import Env
 from turnrl.eval.evaluate import evaluate
+from turnrl.io import RunDirLock, disk_space, lock_run_dir
 from turnrl.models.chat import encode, render
 from turnrl.models.policy import (
     ValueModel,
-    check_model_path,
     load_policy,
     load_tokenizer,
     peft_lora_kwargs,
@@ -47,10 +50,11 @@ from turnrl.models.policy import (
 from turnrl.models.tiny import init_tiny_model
 from turnrl.rewards import CombinedReward, RewardSpecError, combine
 from turnrl.rollout.engine import SamplingParams
+from turnrl.rollout.guard import EnvCalls
 from turnrl.rollout.hf import HFEngine
 from turnrl.rollout.runner import Runner
-from turnrl.train import sft
-from turnrl.train.checkpoint import latest_checkpoint
+from turnrl.train import preflight, sft
+from turnrl.train.checkpoint import checkpoint_step, drop_checkpoints_after, resume_checkpoint
 from turnrl.train.collect import Collector
 from turnrl.train.learner import GradientSync, Learner
 from turnrl.train.progress import Progress
@@ -60,6 +64,8 @@ from turnrl.types import Trajectory
 
 if TYPE_CHECKING:
     from peft import PeftModel
+
+log = logging.getLogger("turnrl")
 
 SFT_SEED_OFFSET = 500_000_000  # SFT demonstrations use seeds disjoint from RL tasks
 
@@ -87,10 +93,16 @@ class Run:
     logger: MetricsLogger
     progress: Progress
     resume_from: Path | None  # the checkpoint a resumed run continues from
+    lock: RunDirLock  # this process's hold on run_dir, for the run's lifetime
 
     @property
     def cfg(self) -> Config:
         return self.checked.cfg
+
+    def close(self) -> None:
+        """Close the metrics logger and let other processes use the run dir."""
+        self.logger.close()
+        self.lock.release()
 
     @property
     def algo(self) -> AlgoPreset:
@@ -132,12 +144,13 @@ def env_factory(cfg: Config) -> Callable[[], Env]:
 def new_run_dir(cfg: Config) -> Path:
     """``<out_dir>/<name>``, or ``<name>-2``, ``-3``... if taken."""
     root = Path(cfg.run.out_dir)
-    run_dir, n = root / cfg.run.name, 1
-    while run_dir.exists():
-        n += 1
-        run_dir = root / f"{cfg.run.name}-{n}"
-    run_dir.mkdir(parents=True)
-    return run_dir
+    for n in itertools.count(1):
+        run_dir = root / (cfg.run.name if n == 1 else f"{cfg.run.name}-{n}")
+        with contextlib.suppress(FileExistsError):  # taken (also by a run starting now)
+            with disk_space("the run directory", run_dir):
+                run_dir.mkdir(parents=True)
+            return run_dir
+    raise AssertionError("unreachable")
 
 
 def model_source(cfg: Config, run_dir: Path) -> str:
@@ -162,10 +175,13 @@ def load_model(cfg: Config, source: str | Path, device: torch.device, *,
 
 
 def check_inputs(cfg: Config, *, resume: Path | None) -> list | None:
-    """What can be checked before the run dir exists: the model dir and its tokenizer, and
-    a user's SFT dataset (returned, read once)."""
+    """What can be checked before the run dir exists (:mod:`turnrl.train.preflight`): the
+    env serves what the reward terms read; the model (files whole, context length, LoRA
+    targets) and its tokenizer; and a user's SFT dataset (returned, read once)."""
+    preflight.check_rewards(cfg, build_rewards(cfg))
+    if resume is None:
+        preflight.check_model(cfg)
     if resume is None and cfg.model.path != "tiny":
-        check_model_path(cfg.model.path)
         load_tokenizer(cfg.model.path)  # e.g. no chat template: said before any work
     if resume is None and cfg.sft.enabled and cfg.sft.source == "jsonl" \
             and cfg.sft.path is not None:
@@ -173,15 +189,35 @@ def check_inputs(cfg: Config, *, resume: Path | None) -> list | None:
     return None
 
 
-def open_run(checked: Validated, *, resume: Path | None = None) -> Run:
-    """The run directory (new, or ``resume``), its resolved ``config.yaml``, the model (from
-    the newest checkpoint when resuming) and the metrics logger."""
+def open_run(checked: Validated, *, resume: Path | None = None,
+             resume_from: str | None = None) -> Run:
+    """The run directory (new, or ``resume``; locked for this process), its resolved
+    ``config.yaml``, the model (from the checkpoint it resumes from: ``resume_from``, else
+    the newest, checked before anything is written) and the metrics logger."""
     cfg = checked.cfg
     rewards = build_rewards(cfg)
-    device = setup_torch(cfg)
     run_dir = resume if resume is not None else new_run_dir(cfg)
-    save_config(cfg, run_dir / "config.yaml")
-    resume_from = latest_checkpoint(run_dir) if resume is not None else None
+    lock = lock_run_dir(run_dir)
+    try:
+        checkpoint = resume_checkpoint(run_dir, resume_from) if resume is not None else None
+        with disk_space("config.yaml", run_dir / "config.yaml"):
+            save_config(cfg, run_dir / "config.yaml")
+        run = _open(checked, run_dir, rewards, checkpoint, lock, resuming=resume is not None)
+        if checkpoint is not None:  # going on from an earlier one: the newer are void
+            for dropped in drop_checkpoints_after(run_dir, checkpoint_step(checkpoint)):
+                log.warning("resuming from %s: deleted the newer %s", checkpoint.name,
+                            dropped.name)
+        return run
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _open(checked: Validated, run_dir: Path, rewards: CombinedReward | None,
+          resume_from: Path | None, lock: RunDirLock, *, resuming: bool) -> Run:
+    """:func:`open_run` after the run dir is locked and its checkpoint checked."""
+    cfg = checked.cfg
+    device = setup_torch(cfg)
     source = str(resume_from) if resume_from else model_source(cfg, run_dir)
     model = load_model(cfg, source, device, fresh_lora=resume_from is None)
     resume_at = None
@@ -189,13 +225,13 @@ def open_run(checked: Validated, *, resume: Path | None = None) -> Run:
         saved = json.loads((resume_from / "state.json").read_text())
         if "metrics_lines" in saved:
             resume_at = (saved["metrics_lines"], saved["step"])
-    elif resume is not None:  # killed before its first checkpoint: the run starts over
+    elif resuming:  # killed before its first checkpoint: the run starts over
         resume_at = (0, -1)
     logger = MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard, wandb=cfg.log.wandb,
                            mlflow=cfg.log.mlflow, run_name=run_dir.name,
                            config=json.loads(json.dumps(cfg.model_dump())), resume_at=resume_at)
     return Run(checked, run_dir, device, env_factory(cfg), rewards, model, logger,
-               Progress(enabled=cfg.log.progress), resume_from)
+               Progress(enabled=cfg.log.progress), resume_from, lock)
 
 
 def sampling(cfg: Config, temperature: float) -> tuple[SamplingParams, dict[str, Any]]:
@@ -234,20 +270,25 @@ def evaluate_run(run: Run, step: int, label: str) -> dict[str, float]:
 def warm_start(cfg: Config, model: Model, make_env: Callable[[], Env], progress: Progress,
                log_metrics: Callable[[int, dict[str, float]], None],
                conversations: list | None = None) -> None:
-    """SFT on oracle demonstrations (imperfect by ``random_action_prob``) or a JSONL file."""
+    """SFT on oracle demonstrations (imperfect by ``random_action_prob``) or a JSONL file.
+
+    Demonstrations call the env as rollouts do (``env.step_timeout_s``, validated results,
+    ``env.on_error``); failed ones are counted (``sft/env_errors``, logged when any)."""
     c = cfg.sft
+    calls = EnvCalls(step_timeout_s=cfg.env.step_timeout_s)
     if c.source == "jsonl":
         assert c.path is not None
         conversations = conversations or sft.load_conversations(c.path)
     else:
         start = cfg.env.train_seed_start + SFT_SEED_OFFSET
-        conversations = sft.oracle_demonstrations(
+        demos = sft.play_demonstrations(
             make_env, range(start, start + c.episodes), random_action_prob=c.random_action_prob,
-            train_random_actions=c.train_random_actions, seed=cfg.run.seed)
-    probe = make_env()
-    # declared by the spec, so implemented (check_env checks that they agree)
-    tools = cast(HasTools, probe).tool_schemas() if probe.spec.tools else None
-    probe.close()
+            train_random_actions=c.train_random_actions, seed=cfg.run.seed, calls=calls,
+            keep_failed=cfg.env.on_error == "score")
+        conversations = demos.conversations
+        if demos.failures:
+            log_metrics(0, demos.metrics)
+    tools = sft.env_tools(make_env, calls)
     trajectories = sft.conversations_to_trajectories(model.tokenizer, conversations, tools=tools)
     total = c.epochs * -(-len(trajectories) // c.batch_size)
     with progress.task("SFT", total) as advance:
@@ -269,10 +310,11 @@ def run_sft(cfg: Config, *, out: Path | None = None) -> tuple[Run, Path, dict[st
     warm_start(cfg, run.model, run.make_env, run.progress,
                lambda i, m: run.logger.log(i, m, phase="sft"), conversations)
     out = out or run.run_dir / "sft_model"
-    run.model.policy.save_pretrained(str(out))
-    run.model.tokenizer.save_pretrained(str(out))
+    with disk_space("the SFT model", out):
+        run.model.policy.save_pretrained(str(out))
+        run.model.tokenizer.save_pretrained(str(out))
     summary = evaluate_run(run, 0, "after SFT")
-    run.logger.close()
+    run.close()
     return run, out, summary
 
 
@@ -292,7 +334,12 @@ def frozen_reference(run: Run) -> torch.nn.Module | None:
             model = cast("PeftModel", model).merge_and_unload()  # PreTrainedModel has none
         tmp = run.run_dir / ".tmp_reference"
         shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(str(tmp))
+        try:
+            with disk_space("the KL reference model", tmp):
+                model.save_pretrained(str(tmp))
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         os.replace(tmp, path)
     dtype = resolve_dtype(run.cfg.model.dtype, run.device)
     return load_policy(path, dtype=dtype, device=run.device).eval().requires_grad_(False)

@@ -7,20 +7,24 @@ in RL (``models.chat.ledger_from_messages``), so SFT trains on the tokens RL sam
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from turnrl.envs.protocol import Env, HasActionSampler
+from turnrl.envs.protocol import Env, HasActionSampler, HasOracle, HasTools
 from turnrl.models.chat import ledger_from_messages
 from turnrl.models.policy import token_logprobs
+from turnrl.rollout.guard import EnvCalls, EnvFailure, episode_error
 from turnrl.train.layout import layout
 from turnrl.train.microbatch import bucketed_batches
 from turnrl.types import Message, Trajectory
@@ -34,18 +38,39 @@ class DatasetError(ValueError):
     """A conversation file that cannot be used, naming the file, line and fix."""
 
 
-def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
-                          random_action_prob: float, train_random_actions: bool = True,
-                          seed: int = 0) -> list[list[Message]]:
+@dataclass(frozen=True)
+class Demonstrations:
+    """What playing the oracle gave: the conversations and the failures (one message each,
+    with the env, the seed, where it failed and how to replay it)."""
+
+    conversations: list[list[Message]]
+    failures: list[str]
+    played: int  # episodes played (failed ones too)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """``sft/env_errors`` and ``sft/env_error_rate`` of the demonstrations played."""
+        return {"sft/env_errors": float(len(self.failures)),
+                "sft/env_error_rate": len(self.failures) / max(self.played, 1)}
+
+
+def play_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
+                        random_action_prob: float, train_random_actions: bool = True,
+                        seed: int = 0, calls: EnvCalls | None = None,
+                        keep_failed: bool = False) -> Demonstrations:
     """Play each seed with the env's oracle; with probability ``random_action_prob`` a turn
     takes ``env.sample_action(rng)`` instead, so the demonstrations are imperfect. With
     ``train_random_actions=False`` a random action that differs from the oracle's gets
     ``"weight": 0``: it still moves the episode to states the oracle would not visit, but
     only the oracle's actions are learned (noise injection, as in DART, Laskey et al. 2017).
-    An episode whose env raises is left out (with a warning); if every one does, a
-    ``DatasetError``."""
+
+    Every env call goes through ``calls`` (as in rollouts: ``env.step_timeout_s``, results
+    validated). An episode whose env fails is left out, or with ``keep_failed``
+    (``env.on_error=score``) kept as far as it was played when it has a reply to learn; if
+    every one fails, a ``DatasetError``."""
+    calls = calls or EnvCalls()
     rng = random.Random(seed)
-    conversations = []
+    conversations: list[list[Message]] = []
     failures: list[str] = []
     for task_seed in seeds:
         env = make_env()
@@ -54,39 +79,80 @@ def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
         if random_action_prob > 0 and not isinstance(env, HasActionSampler):
             raise DatasetError(f"env {env.spec.id!r} cannot sample random actions; "
                                "set sft.random_action_prob=0")
-        try:
-            conversations.append(_demonstration(env, task_seed, rng, random_action_prob,
-                                                train_random_actions))
-        except Exception as error:  # a failing env loses this demonstration only
-            failures.append(f"{type(error).__name__}: {error} (env {env.spec.id}, seed "
-                            f"{task_seed})")
-            log.warning("oracle demonstration failed: %s", failures[-1])
-        finally:
-            env.close()
+        played, failure = asyncio.run(_demonstration(
+            env, task_seed, rng, calls, random_action_prob, train_random_actions))
+        if failure is not None:  # a failing env loses this demonstration only
+            failures.append(failure)
+        if failure is None or (keep_failed and any(m["role"] == "assistant" for m in played)):
+            conversations.append(played)
     if failures and not conversations:
         raise DatasetError(f"every oracle demonstration failed; the last: {failures[-1]}")
-    return conversations
+    return Demonstrations(conversations, failures, played=len(seeds))
 
 
-def _demonstration(env: Env, task_seed: int, rng: random.Random, random_action_prob: float,
-                   train_random_actions: bool) -> list[Message]:
-    messages, _ = env.reset(seed=task_seed)
-    for _ in range(env.spec.max_turns):
-        action = expert = env.oracle_action()  # type: ignore[attr-defined]
-        if action is None:
-            break
-        if rng.random() < random_action_prob:
-            assert isinstance(env, HasActionSampler)
-            action = env.sample_action(rng)
-        reply: Message = {"role": "assistant", "content": action}
-        if not train_random_actions and action != expert:
-            reply["weight"] = 0
-        messages.append(reply)
-        result = env.step(action)
-        messages.extend(result.observation)
-        if result.terminated or result.truncated:
-            break
-    return messages
+def oracle_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
+                          random_action_prob: float, train_random_actions: bool = True,
+                          seed: int = 0, calls: EnvCalls | None = None) -> list[list[Message]]:
+    """The conversations of :func:`play_demonstrations` (failed episodes left out)."""
+    return play_demonstrations(make_env, seeds, random_action_prob=random_action_prob,
+                               train_random_actions=train_random_actions, seed=seed,
+                               calls=calls).conversations
+
+
+async def _demonstration(env: Env, task_seed: int, rng: random.Random, calls: EnvCalls,
+                         random_action_prob: float, train_random_actions: bool
+                         ) -> tuple[list[Message], str | None]:
+    """One oracle episode: its messages so far and, if the env failed, why."""
+    messages: list[Message] = []
+    where = "env.reset"
+    try:
+        reset, _ = await calls.reset(env, task_seed)
+        messages = list(reset)
+        for turn in range(env.spec.max_turns):
+            where = f"oracle_action at turn {turn}"
+            action = expert = await calls.text(env, cast(HasOracle, env).oracle_action)
+            if action is None:
+                break
+            if rng.random() < random_action_prob:
+                where = f"sample_action at turn {turn}"
+                action = await calls.text(env, cast(HasActionSampler, env).sample_action, rng)
+                assert action is not None
+            reply: Message = {"role": "assistant", "content": action}
+            if not train_random_actions and action != expert:
+                reply["weight"] = 0
+            messages.append(reply)
+            where = f"env.step at turn {turn}"
+            result = await calls.step(env, action)
+            messages.extend(result.observation)
+            if result.terminated or result.truncated:
+                break
+        return messages, None
+    except EnvFailure as failure:
+        # the env's own exception, e.g. "ValueError: tool crashed", not the wrapper's
+        cause = failure.__cause__ if isinstance(failure.__cause__, Exception) else failure
+        return messages, episode_error(env, task_seed, where, cause)
+    finally:
+        await calls.close(env)
+
+
+def env_tools(make_env: Callable[[], Env], calls: EnvCalls | None = None) -> list[dict] | None:
+    """The env's JSON tool schemas (None without tools), for rendering demonstrations as
+    the runner renders episodes; a failing env is a ``DatasetError``."""
+    calls = calls or EnvCalls()
+    env = make_env()
+
+    async def schemas() -> list[dict] | None:
+        try:  # declared by the spec, so implemented (check_env checks that they agree)
+            return (await calls.call(env, cast(HasTools, env).tool_schemas)
+                    if env.spec.tools else None)
+        finally:
+            await calls.close(env)
+
+    try:
+        return asyncio.run(schemas())
+    except EnvFailure as failure:
+        raise DatasetError(f"SFT needs the tool schemas of env {env.spec.id}: "
+                           f"{failure}") from None
 
 
 def load_conversations(path: str | Path) -> list[list[Message]]:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from turnrl.io import atomic_write_text
+from turnrl.io import atomic_write_text, disk_space
 
 
 class MetricsLogger:
@@ -24,11 +24,15 @@ class MetricsLogger:
         erase the SFT curve, whose steps are counted separately.)"""
         self.path = run_dir / "metrics.jsonl"
         if resume_at is not None and self.path.is_file():
-            kept = self.path.read_text(encoding="utf-8").splitlines(keepends=True)[:resume_at[0]]
-            atomic_write_text(self.path, "".join(kept))
+            kept = "".join(self.path.read_text(encoding="utf-8")
+                           .splitlines(keepends=True)[:resume_at[0]])
+            with disk_space("metrics.jsonl", self.path, len(kept.encode())):
+                atomic_write_text(self.path, kept)
         self.lines = (len(self.path.read_text(encoding="utf-8").splitlines())
                       if self.path.is_file() else 0)
-        self._file = self.path.open("a", encoding="utf-8")
+        # unbuffered: a record is written whole or fails at once (a full disk), so nothing
+        # is left in a buffer to fail again at exit
+        self._file = self.path.open("ab", buffering=0)
         self._start = time.time()
         self._tb = None
         if tensorboard:
@@ -48,8 +52,9 @@ class MetricsLogger:
         scalars = {k: float(v) for k, v in metrics.items() if _is_number(v)}
         record = {"step": step, "phase": phase, "time": round(time.time() - self._start, 3),
                   **scalars}
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        line = (json.dumps(record) + "\n").encode()
+        with disk_space(f"the metrics of step {step}", self.path, len(line)):
+            self._file.write(line)
         self.lines += 1
         if self._tb is not None:
             for key, value in scalars.items():

@@ -25,6 +25,7 @@ import re
 import threading
 from typing import Any
 
+from turnrl.packages import installed
 from turnrl.rewards.answers import final_answer, reference_answers
 from turnrl.rewards.registry import register_reward
 from turnrl.types import Trajectory
@@ -138,7 +139,13 @@ def _is_not_math(reference: str, parsed: list[Any], timeout: int) -> bool:
     return not import_math_verify().parse(reference, parsing_timeout=timeout)
 
 
-@register_reward("math_verify")
+def _check_installed(**_settings: Any) -> None:
+    """At config time: math-verify is installed (found, not imported: that takes a second)."""
+    if not installed("math_verify"):
+        import_math_verify()  # the ImportError that says how to install it
+
+
+@register_reward("math_verify", check=_check_installed, needs_reference=True)
 def math_verify(trajectory: Trajectory, *, answer: Any = None, pattern: str | None = None,
                 timeout_seconds: int | None = MATH_TIMEOUT_S) -> float:
     """1.0 if the final answer is mathematically equal to a reference, else 0.0.

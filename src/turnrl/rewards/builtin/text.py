@@ -21,7 +21,7 @@ from turnrl.types import Trajectory
 __all__ = ["evidence_texts", "exact_match", "f1", "grounded", "token_f1"]
 
 
-@register_reward("exact_match")
+@register_reward("exact_match", needs_reference=True)
 def exact_match(trajectory: Trajectory, *, answer: Any = None,
                 pattern: str | None = None) -> float:
     """1.0 if the normalised final answer equals a normalised reference, else 0.0.
@@ -60,7 +60,7 @@ def token_f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-@register_reward("f1")
+@register_reward("f1", needs_reference=True)
 def f1(trajectory: Trajectory, *, answer: Any = None, pattern: str | None = None) -> float:
     """SQuAD token F1 (:func:`token_f1`) of the final answer, the best over the references.
 

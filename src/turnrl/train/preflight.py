@@ -1,0 +1,109 @@
+"""Checks of a run's inputs against the config, before the run dir exists.
+
+:func:`~turnrl.config.checks.validate` checks the config against itself and the
+registries; this module checks it against what the run will read (called from
+:func:`turnrl.train.setup.check_inputs`):
+
+- :func:`check_model`: the model dir is whole (``config.json`` parses, every safetensors
+  file holds all its tensors: :mod:`turnrl.models.files`), ``rollout.max_context_tokens``
+  fits the model's ``max_position_embeddings``, and every ``model.lora.target_modules``
+  entry names layers of the model (peft's rule: the module name, or its last dotted parts).
+  The built-in tiny model is checked from ``model.tiny.*`` without writing it.
+- :func:`check_rewards`: the env serves what the reward terms read: a term that compares
+  against a reference answer (``needs_reference``) needs an env whose reset info carries
+  ``answer`` (one reset, only when such a term is configured).
+
+Each failure is a :class:`~turnrl.config.ConfigError` (or a
+:class:`~turnrl.models.policy.ModelLoadError`) naming the key, the file and the fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import PretrainedConfig
+
+from turnrl import envs
+from turnrl.config import Config, ConfigError
+from turnrl.models.files import adaptable_modules, check_weights, is_adapter_dir, read_config
+from turnrl.models.policy import check_model_path
+from turnrl.models.tiny import build_tokenizer, llama_config
+from turnrl.registry import did_you_mean
+from turnrl.rewards import CombinedReward
+
+
+def check_model(cfg: Config) -> None:
+    """The model of ``model.path`` (or ``model.tiny``) can be loaded and fits the config."""
+    path = cfg.model.path
+    if path == "tiny":
+        config: PretrainedConfig | None = llama_config(len(build_tokenizer()), cfg.model.tiny)
+        source = "model.tiny.max_position_embeddings"
+    else:
+        check_model_path(path)
+        config = read_config(path)
+        if config is not None and Path(path).expanduser().is_dir():
+            check_weights(path)
+        source = f"max_position_embeddings in {path}/config.json"
+    if config is None:  # a LoRA checkpoint: its base model was checked when it was trained
+        return
+    check_context(cfg, config, source)
+    if cfg.model.lora.enabled and not is_adapter_dir(path):
+        check_lora_targets(cfg, config)
+
+
+def check_context(cfg: Config, config: PretrainedConfig, source: str) -> None:
+    """``rollout.max_context_tokens`` is at most the model's ``max_position_embeddings``."""
+    limit = getattr(config, "max_position_embeddings", None)
+    budget = cfg.rollout.max_context_tokens
+    if isinstance(limit, int) and not isinstance(limit, bool) and budget > limit:
+        where = cfg.origin_of("rollout.max_context_tokens")
+        raise ConfigError(
+            f"{where + ': ' if where else ''}rollout.max_context_tokens: {budget} tokens is "
+            f"more than the model's {limit} positions ({source}); set "
+            f"rollout.max_context_tokens <= {limit}")
+
+
+def check_lora_targets(cfg: Config, config: PretrainedConfig) -> None:
+    """Every ``model.lora.target_modules`` entry matches a layer LoRA can adapt: a module whose
+    full name is the entry or ends with ``.<entry>`` (how peft matches a list)."""
+    names = adaptable_modules(config)
+    if names is None:
+        return
+    targets = cfg.model.lora.target_modules
+    unmatched = [t for t in targets if not any(n == t or n.endswith("." + t) for n in names)]
+    if not unmatched and targets:
+        return
+    layers = sorted({name.rsplit(".", 1)[-1] for name in names})
+    where = cfg.origin_of("model.lora.target_modules")
+    model = "the tiny model" if cfg.model.path == "tiny" else repr(cfg.model.path)
+    what = (f": {unmatched[0]!r} matches no layer of {model}"
+            f"{did_you_mean(unmatched[0], layers, otherwise='.')}" if unmatched
+            else " is empty, so LoRA would train nothing.")
+    raise ConfigError(
+        f"{where + ': ' if where else ''}model.lora.target_modules{what} Layers LoRA can "
+        f"adapt: {', '.join(layers)} (e.g. model.lora.target_modules=[q_proj,v_proj])")
+
+
+def check_rewards(cfg: Config, rewards: CombinedReward | None) -> None:
+    """The env gives every reward term what it reads: a reference answer in its reset info
+    for the terms that compare against one (``RewardTerm.needs_reference``)."""
+    needing = [(i, term) for i, term in enumerate(rewards.terms if rewards else ())
+               if term.needs_reference]
+    if not needing:
+        return
+    env = envs.make(cfg.env.id, **cfg.env.kwargs)
+    try:
+        _, info = env.reset(seed=cfg.env.train_seed_start)
+    except Exception:  # a broken env fails its episodes, with their own errors, in the run
+        return
+    finally:
+        env.close()
+    if isinstance(info, dict) and info.get("answer") is not None:
+        return
+    index, term = needing[0]
+    where = cfg.origin_of("reward.terms")
+    raise ConfigError(
+        f"{where + ': ' if where else ''}reward.terms[{index}] ({term.name}): compares the "
+        f"final answer with a reference, but env {cfg.env.id!r} gives none (its reset info "
+        "has no 'answer'); use an env with reference answers (dataset-v0, search-qa-v0), "
+        f"give the reference as kwargs: {{answer: ...}}, or drop the term")
