@@ -31,7 +31,7 @@ from sandbox_support import (
     sandbox_in,
 )
 
-from turnrl.sandbox import cgroup
+from turnrl.sandbox import cgroup, uids
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 __all__ = ["calls_root", "no_stray_sandbox_processes"]  # autouse fixtures, used by import
@@ -175,6 +175,9 @@ ESCAPES = {
     "userfaultfd": ("denied(libc.syscall(323, 0))\n", EPERM),
     "sysv_shared_memory": ("denied(libc.shmget(0, 4096, 0o1600))\n", EPERM),  # IPC_CREAT
     "posix_message_queue": ("denied(libc.syscall(240, b'q', 0o100 | 2, 0o600, None))\n", EPERM),
+    "spare_itself_from_the_oom_killer": (  # the supervisor must stay the OOM killer's last pick
+        "assert open('/proc/self/oom_score_adj').read().strip() == '1000', 'ESCAPED'\n"
+        "open('/proc/self/oom_score_adj', 'w').write('-1000')\n", "PermissionError"),
 }
 if X86_64:  # another ABI's numbers would slip past the table: the process is killed
     ESCAPES["x32_syscall"] = ("libc.syscall(0x40000000 | 39)\nprint('ESCAPED')\n", "SIGSYS")
@@ -331,3 +334,92 @@ def test_no_filter_no_sandbox(monkeypatch):
     monkeypatch.setattr(seccomp, "machine", lambda: "riscv64")
     with pytest.raises(SandboxError, match="no system-call filter for this CPU"):
         Sandbox().run("print(1)")
+
+
+# -- attacks on the host's own bookkeeping ------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_junk_on_the_worker_pipe_cannot_hide_the_exit_status(mode):
+    code = ("import os\nfor fd in range(3, 64):\n    try:\n"
+            "        os.write(fd, b'[' * 5000 + b'\\n')\n    except OSError:\n        pass\n"
+            "raise SystemExit(3)\n")
+    result = sandbox_in(mode, **FINISHES).run(code)
+    assert result.exit_code == 3 and result.error == "exited with code 3", result
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tree_deeper_than_pythons_recursion_limit_is_removed(mode):
+    code = "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')"
+    result = sandbox_in(mode, **FINISHES).run(code)  # must not raise on the host
+    assert result.stdout == "deep\n", result
+
+
+@pytest.mark.skipif("process" not in MODES or not IS_ROOT, reason="process mode as root")
+def test_a_working_directory_swapped_for_a_symlink_is_not_followed(tmp_path):
+    victim = Path("/var/tmp") / f"turnrl-sbx-victim-{uuid.uuid4().hex[:10]}"
+    (victim / "sub").mkdir(parents=True)
+    victim.chmod(0o755)
+    try:
+        code = ("import os\nwd = os.getcwd()\nos.rename(wd, wd + '-moved')\n"
+                f"os.symlink({str(victim)!r}, wd)\nprint('swapped')\n")
+        result = sandbox_in("process", **FINISHES).run(code)
+        assert victim.stat().st_mode & 0o777 == 0o755 and (victim / "sub").is_dir(), result
+    finally:
+        shutil.rmtree(victim)
+
+
+@pytest.mark.skipif("process" not in MODES or not IS_ROOT, reason="process mode as root")
+def test_leftovers_in_nested_world_writable_directories_are_removed():
+    shared = Path("/tmp") / f"turnrl-sbx-shared-{uuid.uuid4().hex[:10]}"  # like /tmp/ray/...
+    (shared / "session").mkdir(parents=True)
+    for directory in (shared, shared / "session"):
+        directory.chmod(0o777)
+    try:
+        code = f"open({str(shared / 'session' / 'planted')!r}, 'w').write('x')\nprint('ok')"
+        result = sandbox_in("process", **FINISHES).run(code)
+        assert result.stdout == "ok\n", result
+        assert list((shared / "session").iterdir()) == []
+    finally:
+        shutil.rmtree(shared)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="per-call uids are for root hosts")
+def test_a_uid_held_by_another_host_process_is_never_handed_out(monkeypatch):
+    import itertools
+    import subprocess
+
+    monkeypatch.setattr(uids, "_counter", itertools.count(0))
+    index = (os.getpid() * 4096) % uids.SANDBOX_UID_SPAN  # what claim() would try first
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl, os, sys, time\n"
+         f"fd = os.open({uids._lock_file_path()!r}, os.O_RDWR)\n"
+         f"fcntl.lockf(fd, fcntl.LOCK_EX, 1, {index})\n"
+         "print('held', flush=True)\ntime.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        uid = uids.claim()
+        try:
+            assert uid != uids.SANDBOX_UID_BASE + index
+        finally:
+            uids.release(uid)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="per-call uids are for root hosts")
+def test_nothing_keeps_running_as_a_calls_uid():
+    import subprocess
+
+    uid = uids.claim()
+    try:
+        daemon = subprocess.Popen(["sleep", "60"], user=uid, group=uid, extra_groups=[],
+                                  start_new_session=True)
+        assert uids.processes_of(uid) == [daemon.pid]
+        uids.kill_all(uid)
+        assert daemon.wait(timeout=5) == -9 and uids.processes_of(uid) == []
+    finally:
+        uids.release(uid)

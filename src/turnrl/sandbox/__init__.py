@@ -146,7 +146,8 @@ from turnrl.sandbox.config import (
     SandboxError,
     SandboxResult,
 )
-from turnrl.sandbox.isolation import CHILD_PATH, SANDBOX_UID_BASE, SANDBOX_UID_SPAN
+from turnrl.sandbox.isolation import CHILD_PATH
+from turnrl.sandbox.uids import SANDBOX_UID_BASE, SANDBOX_UID_SPAN
 
 __all__ = [
     "CHILD_PATH",

@@ -280,6 +280,10 @@ def _child_drop_privileges(payload: dict) -> None:
     uid = payload["uid"]
     libc = _libc()
     privileged = uid is not None or _holds_capabilities()
+    # first, while privileged (that also sets the floor the code cannot go below): the memory
+    # cgroup's OOM killer takes the code before the supervisor
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as handle:
+        handle.write("1000")
     if privileged:
         with open("/proc/sys/kernel/cap_last_cap") as handle:
             last_cap = int(handle.read())
@@ -295,9 +299,6 @@ def _child_drop_privileges(payload: dict) -> None:
         if _holds_capabilities():
             raise OSError("capabilities are still held after dropping them")
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-    # the memory cgroup's OOM killer takes the code first
-    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as handle:
-        handle.write("1000")
 
 
 def _check_readable(stdlib: str) -> None:
@@ -569,7 +570,7 @@ def _parse_status(data: bytes) -> dict:
     for line in data.decode("utf-8", errors="replace").splitlines():
         try:
             fields = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # e.g. the code wrote "[" * 5000 to its pipe
             continue
         if isinstance(fields, dict):
             info.update(fields)

@@ -14,11 +14,12 @@ import resource
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
 
-from turnrl.sandbox import cgroup
+from turnrl.sandbox import cgroup, uids
 from turnrl.sandbox.child import _STATUS_CAP, _parse_status, _proc_pids, _stat_fields
 from turnrl.sandbox.config import SandboxConfig, SandboxError, SandboxResult
 from turnrl.sandbox.isolation import _argv, _child_env, _payload
@@ -71,11 +72,25 @@ def _run(code: str, config: SandboxConfig, python: str, mode: str) -> SandboxRes
         payload = _payload(code, config, python, mode, workdir, group and group.procs)
         return _run_in(payload, config, python, mode, group)
     finally:
-        _remove_tree(workdir)
-        if group is not None:
-            group.remove()
-        if mode == "process" and payload.get("uid") is not None:
-            _remove_leftovers(payload["uid"])
+        _clean_up(workdir, group, payload.get("uid"), mode)
+
+
+def _clean_up(workdir: str, group: cgroup.CallCgroup | None, uid: int | None, mode: str) -> None:
+    """After a call: no process of its uid left, its files and cgroup gone, its uid free.
+    Each step runs whatever the previous one did: nothing here raises on the host."""
+    steps = []
+    if uid is not None:
+        steps.append(lambda: uids.kill_all(uid))  # a daemon the supervisor could not reach
+    steps.append(lambda: _remove_tree(workdir))
+    if group is not None:
+        steps.append(group.remove)
+    if uid is not None:
+        if mode == "process":
+            steps.append(lambda: _remove_leftovers(uid))
+        steps.append(lambda: uids.release(uid))
+    for step in steps:
+        with contextlib.suppress(Exception):
+            step()
 
 
 def _run_in(payload: dict, config: SandboxConfig, python: str, mode: str,
@@ -304,20 +319,25 @@ _SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # where any uid may create file
 
 def _remove_leftovers(uid: int) -> None:
     """Process mode as root: delete what the call's uid (used by no one else) left in the
-    world-writable directories (by then every process of the call is dead)."""
-    for directory in _SHARED_DIRS:
+    world-writable directories and in every world-writable directory below them (e.g.
+    ``/tmp/ray/...``), on the same file system, never following symlinks (by then every process
+    of the call is dead)."""
+    todo = [d for d in _SHARED_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    while todo:
+        directory = todo.pop()
         try:
+            device = os.lstat(directory).st_dev
             entries = list(os.scandir(directory))
         except OSError:
             continue
         for entry in entries:
             with contextlib.suppress(OSError):
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
+                info = entry.stat(follow_symlinks=False)
+                if info.st_uid == uid:
                     _remove_tree(entry.path)
-                else:
-                    os.unlink(entry.path)
+                elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 \
+                        and info.st_dev == device:
+                    todo.append(entry.path)  # others may write here: look inside
 
 
 def _stack_mib() -> int:
@@ -326,16 +346,31 @@ def _stack_mib() -> int:
 
 
 def _remove_tree(path: str) -> None:
-    """Delete the working directory, even if the code made parts of it unreadable (by then every
-    process of the call is dead, so nothing races the ``chmod``; symlinks are never followed).
-    Never raises: a leftover directory must not turn into an error of the host."""
-    shutil.rmtree(path, ignore_errors=True)
+    """Delete a file or directory tree the code may have shaped: never through a symlink (the
+    code can swap its working directory for one), at any depth (``rm -rf`` when Python's
+    recursive ``rmtree`` cannot), even if it made parts unreadable (by then every process of
+    the call is dead, so nothing races the ``chmod``). Never raises: a leftover must not turn
+    into an error of the host."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return
+    with contextlib.suppress(Exception):
+        shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path):  # deeper than Python's recursion limit, or unreadable parts
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(["rm", "-rf", "--one-file-system", "--", path], check=False,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=60)
     if os.path.lexists(path):  # not root, and the code removed permissions: restore, retry
         directories = [path]
         while directories:
             directory = directories.pop()
+            if os.path.islink(directory):
+                continue
             with contextlib.suppress(OSError):
                 os.chmod(directory, 0o700)
                 with os.scandir(directory) as entries:
                     directories += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
-        shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            shutil.rmtree(path, ignore_errors=True)

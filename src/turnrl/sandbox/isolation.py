@@ -7,7 +7,6 @@ supervisor (:mod:`turnrl.sandbox.child`), under ``unshare(1)`` in namespace mode
 from __future__ import annotations
 
 import errno
-import itertools
 import math
 import os
 import shutil
@@ -15,7 +14,7 @@ import subprocess
 import threading
 from typing import TYPE_CHECKING
 
-from turnrl.sandbox import child, seccomp
+from turnrl.sandbox import child, seccomp, uids
 from turnrl.sandbox.child import _PROBE_ARG
 from turnrl.sandbox.config import SandboxError
 
@@ -23,9 +22,6 @@ if TYPE_CHECKING:
     from turnrl.sandbox.config import SandboxConfig
 
 CHILD_PATH = "/usr/local/bin:/usr/bin:/bin"
-# Per-call uids for root hosts: far above any uid a distribution or container runtime allocates.
-SANDBOX_UID_BASE = 1_900_000_000
-SANDBOX_UID_SPAN = 100_000_000
 # The child imports child.py under another name (cached bytecode, no turnrl package import)
 # and calls _child_main(); argv: [-c, child.py, WORKDIR | _PROBE_ARG].
 _CHILD_COMMAND = (
@@ -38,7 +34,6 @@ _CHILD_COMMAND = (
 
 _uid_lock = threading.Lock()
 _uid_modes: dict[str, str] = {}
-_uid_counter = itertools.count()
 
 
 def _child_argv(python: str, last_arg: str) -> list[str]:
@@ -58,7 +53,7 @@ def _uid_mode(python: str) -> str:
     """
     with _uid_lock:
         if python not in _uid_modes:
-            uid = _next_sandbox_uid()
+            uid = uids.claim()
             try:
                 done = subprocess.run(
                     _child_argv(python, _PROBE_ARG),
@@ -78,6 +73,9 @@ def _uid_mode(python: str) -> str:
                 _uid_modes[python] = "hidden" if exc.errno == errno.EACCES else "none"
             except (OSError, subprocess.SubprocessError):
                 _uid_modes[python] = "none"
+            finally:
+                uids.kill_all(uid)
+                uids.release(uid)
         return _uid_modes[python]
 
 
@@ -119,10 +117,6 @@ def check_safe(python: str, mode: str) -> None:
         )
 
 
-def _next_sandbox_uid() -> int:
-    return SANDBOX_UID_BASE + (os.getpid() * 4096 + next(_uid_counter)) % SANDBOX_UID_SPAN
-
-
 def _child_env(workdir: str) -> dict[str, str]:
     env = {"PATH": CHILD_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
     env.update(HOME=workdir, TMPDIR=workdir)
@@ -135,7 +129,7 @@ def _payload(code: str, config: SandboxConfig, python: str, mode: str, workdir: 
     """What the supervisor reads on stdin. ``cgroup_procs``: the ``cgroup.procs`` file of the
     call's memory cgroup (the supervisor joins it first), or ``None`` (per-process limits)."""
     check_safe(python, mode)
-    uid = _next_sandbox_uid() if os.geteuid() == 0 else None
+    uid = uids.claim() if os.geteuid() == 0 else None  # released by the host after the call
     if uid is not None:
         nproc, nproc_relative = config.max_processes, False  # a fresh uid: only this call counts
     elif mode == "namespace":
