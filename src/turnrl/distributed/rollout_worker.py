@@ -20,7 +20,7 @@ import torch
 
 from turnrl.envs.protocol import Env
 from turnrl.rollout.engine import SamplingParams
-from turnrl.rollout.hf import HFEngine
+from turnrl.rollout.engines import build_engine
 from turnrl.rollout.runner import Runner
 from turnrl.types import Trajectory
 
@@ -34,7 +34,7 @@ class RolloutWorker:
         make_env: builds one env, used when ``env_workers`` is empty.
         params: sampling parameters of every agent turn.
         runner_kwargs: the runner's keyword arguments (context length, timeouts, seeding).
-        engine_kwargs: the engine's (``max_batch_size``, ``seed``).
+        engine_kwargs: the engine's options (:func:`~turnrl.rollout.engines.build_engine`).
         env_workers: Ray handles of env workers; episodes are spread over them in turn.
         threads: torch CPU threads of this process.
         device: where the policy runs (``cpu`` or ``cuda``).
@@ -47,9 +47,10 @@ class RolloutWorker:
                  name: str = "rollout-0") -> None:
         torch.set_num_threads(threads)
         self.name = name
-        self.policy = policy.to(device).eval()
-        self.engine = HFEngine(self.policy, eos_token_id=tokenizer.eos_token_id,
-                               pad_token_id=tokenizer.pad_token_id, **engine_kwargs)
+        # the vllm engine holds its own copy on the device: the worker's stays on the CPU
+        own_copy = engine_kwargs.get("kind", "hf") != "hf"
+        self.policy = policy.to("cpu" if own_copy else device).eval()
+        self.engine = build_engine(self.policy, tokenizer, engine_kwargs, device=device)
         self.runner = Runner(self.engine, tokenizer, params, **runner_kwargs)
         self.make_env = make_env
         self.env_workers = list(env_workers or [])
@@ -93,7 +94,8 @@ class RolloutWorker:
     async def load_weights(self, state: dict[str, torch.Tensor], version: int) -> int:
         """Take the learner's weights of ``version`` (between two decoding steps)."""
         device = next(self.policy.parameters()).device
-        self.engine.load_weights({k: v.to(device) for k, v in state.items()})
+        self.policy.load_state_dict({k: v.to(device) for k, v in state.items()})
+        self.engine.load_weights(self.policy)  # hf: shares it; vllm: copies it
         self.engine.version = version
         self._weights_arrived.set()
         self._weights_arrived = asyncio.Event()
@@ -105,7 +107,9 @@ class RolloutWorker:
     async def stats(self) -> dict[str, float]:
         """Counters since start: groups, episodes, sampled tokens, busy and wall seconds."""
         busy = self.busy_s + (time.perf_counter() - self._busy_since if self._running else 0)
-        return {**{k: float(v) for k, v in self.counts.items()}, "busy_s": busy,
+        engine = {k: float(self.engine.stats.get(k, 0))  # type: ignore[attr-defined]
+                  for k in ("prompt_tokens", "cached_tokens")}
+        return {**{k: float(v) for k, v in self.counts.items()}, **engine, "busy_s": busy,
                 "wall_s": time.perf_counter() - self.started}
 
     async def _env(self) -> Env:

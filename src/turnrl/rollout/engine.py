@@ -53,3 +53,25 @@ class Engine(Protocol):
     def end_session(self, session: str) -> None:
         """The episode ``session`` is over: drop any state kept for it (e.g. its KV cache)."""
         ...
+
+
+@runtime_checkable
+class TrainingEngine(Engine, Protocol):
+    """An engine a training run drives (the built-in ``hf`` and ``vllm`` engines).
+
+    ``version`` is the learner version of the weights it serves (stamped on every sampled
+    token); ``generator`` seeds requests that bring no seed (checkpoints save its state).
+    """
+
+    version: int
+    generator: torch.Generator
+
+    def sleep(self) -> None:
+        """Free what the learner's update needs (a colocated GPU engine's memory) until the
+        next :meth:`load_weights`; a no-op where nothing is to be freed."""
+        ...
+
+    def step_metrics(self) -> dict[str, float]:
+        """Counters since the last call (``rollout/prefix_cache_hit_rate``: the fraction of
+        prompt tokens whose keys and values were reused instead of computed)."""
+        ...

@@ -82,7 +82,9 @@ class HFEngine:
         self._mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
         self._cache_kwarg = cache_kwarg(model)
         self.stats = {"prefills": 0, "decode_steps": 0, "requests": 0, "prefill_tokens": 0,
-                      "decode_tokens": 0, "max_running": 0}
+                      "decode_tokens": 0, "max_running": 0, "prompt_tokens": 0,
+                      "cached_tokens": 0}
+        self._reported = {"prompt_tokens": 0, "cached_tokens": 0}
 
     # ------------------------------------------------------------------ Engine protocol
     async def generate(self, prompt_ids: list[int], params: SamplingParams, *,
@@ -107,6 +109,18 @@ class HFEngine:
     def end_session(self, session: str) -> None:
         """Forget a finished episode's KV cache."""
         self._sessions.pop(session, None)
+
+    def sleep(self) -> None:
+        """Nothing to free: the engine shares the learner's weights."""
+
+    def step_metrics(self) -> dict[str, float]:
+        """Since the last call: the fraction of prompt tokens taken from a session's cached
+        keys and values (``rollout/prefix_cache_hit_rate``)."""
+        prompt = self.stats["prompt_tokens"] - self._reported["prompt_tokens"]
+        cached = self.stats["cached_tokens"] - self._reported["cached_tokens"]
+        self._reported = {"prompt_tokens": self.stats["prompt_tokens"],
+                          "cached_tokens": self.stats["cached_tokens"]}
+        return {"rollout/prefix_cache_hit_rate": cached / prompt if prompt else 0.0}
 
     # ------------------------------------------------------------------ scheduling
     async def _serve(self) -> None:
@@ -248,6 +262,8 @@ class HFEngine:
         self.stats["prefills"] += 1
         self.stats["requests"] += len(requests)
         self.stats["prefill_tokens"] += sum(len(s) for s in suffixes)
+        self.stats["prompt_tokens"] += sum(len(r.prompt_ids) for r in requests)
+        self.stats["cached_tokens"] += sum(len(c.token_ids) for c in cached_all if c)
         self.stats["max_running"] = max(self.stats["max_running"], len(self._rows))
 
     def _decode_step(self) -> None:

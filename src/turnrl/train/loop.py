@@ -64,6 +64,7 @@ def warm_start_and_evaluate(run: Run, conversations: list | None) -> dict[str, f
     if cfg.sft.enabled:
         warm_start(cfg, run.model, run.make_env, run.progress,
                    lambda i, m: run.logger.log(i, m, phase="sft"), conversations)
+        run.model.engine.load_weights(run.model.policy)  # an engine of its own copies them
     return evaluate_run(run, 0, "before RL") if cfg.eval.before_training else None
 
 
@@ -92,7 +93,8 @@ def train(cfg: Config, *, resume: Path | None = None,
                 out.push_weights(hooks.learner, state.policy_version, wait=t.mode == "sync")
 
         def rebuild(checkpoint: Path) -> Learner:  # a rollback: model and learner from disk
-            run.model = load_model(cfg, checkpoint, run.device, fresh_lora=False)
+            run.model = load_model(cfg, checkpoint, run.device, fresh_lora=False,
+                                   engine=run.model.engine)
             return build_learner(run, source=checkpoint, reference=hooks.learner.reference)
 
         hooks = StepHooks(run, state, learner, collector, controller=controller,
@@ -122,7 +124,8 @@ def train(cfg: Config, *, resume: Path | None = None,
                                 bootstrap_truncated=algo.bootstrap_truncated
                                 and learner.critic is not None,
                                 critic_prefixes=critic_prefixes(run, learner, episodes))
-                passes = scoring_passes(learner, tokens, algo)
+                passes = scoring_passes(learner, tokens, algo,
+                                        measure_mismatch=cfg.rollout.engine != "hf")
                 kl = kl_step(tokens, passes, algo, hooks.kl_coef, controller)
                 scored = score(tokens, collected.scores, shape, kl_penalty=kl.reward_penalty)
                 advantage = ADVANTAGES[algo.advantage](
@@ -130,6 +133,8 @@ def train(cfg: Config, *, resume: Path | None = None,
                 batch, batch_metrics = train_batch(scored, passes, advantage, kl, algo,
                                                    collected.outcomes)
                 warming_up = step < cfg.critic.warmup_steps  # train the critic alone
+                engine_metrics = run.model.engine.step_metrics()
+                run.model.engine.sleep()  # a colocated engine frees the GPU for the update
                 update = (out.update(learner, batch, train_policy=not warming_up) if out
                           else learner.update(batch, train_policy=not warming_up))
                 push_weights()
@@ -139,6 +144,7 @@ def train(cfg: Config, *, resume: Path | None = None,
                 hooks.end_step({
                     **collected.metrics, **kl.metrics, **scored.metrics, **batch_metrics,
                     **update, "loss/critic_warmup": float(warming_up), **advantage.metrics,
+                    **engine_metrics,
                     **(out.worker_metrics(state.policy_version) if out else {}),
                     "perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
                     "perf/tokens_per_s": float(tokens.attention_mask.sum()) / max(t2 - t0, 1e-9),

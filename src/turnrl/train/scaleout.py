@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from turnrl.train.learner import Learner
-from turnrl.train.setup import Run, sampling
+from turnrl.train.setup import Run, engine_options, sampling
 from turnrl.types import TrainBatch, Trajectory
 
 if TYPE_CHECKING:  # Ray is an optional extra: imported only when a run uses it
@@ -66,6 +66,10 @@ class ScaleOut:
                                                          - b["sampled_tokens"]) / dt
             metrics[f"perf/rollout-{i}/busy_frac"] = (a["busy_s"] - b["busy_s"]) / dt
         metrics["perf/episodes_per_s"] = total
+        pairs = list(zip(now, before, strict=True))
+        prompt = sum(a["prompt_tokens"] - b["prompt_tokens"] for a, b in pairs)
+        cached = sum(a["cached_tokens"] - b["cached_tokens"] for a, b in pairs)
+        metrics["rollout/prefix_cache_hit_rate"] = cached / prompt if prompt else 0.0
         return metrics
 
     def close(self) -> None:
@@ -87,7 +91,7 @@ def start(run: Run, *, version: int, cursor: int) -> ScaleOut | None:
     cluster = RayCluster(
         d, policy=run.model.policy, tokenizer=run.model.tokenizer, make_env=run.make_env,
         params=params, runner_kwargs=runner_kwargs,
-        engine_kwargs={"max_batch_size": cfg.rollout.max_batch_size, "seed": cfg.run.seed})
+        engine_kwargs=engine_options(cfg))
     cluster.push_weights(run.model.policy, version, wait=True)
     first_seed = cfg.env.train_seed_start
     stream = GroupStream(cluster, cfg.train.group_size, seed_of=lambda index: first_seed + index)

@@ -49,9 +49,9 @@ from turnrl.models.policy import (
 )
 from turnrl.models.tiny import init_tiny_model
 from turnrl.rewards import CombinedReward, RewardSpecError, combine
-from turnrl.rollout.engine import SamplingParams
+from turnrl.rollout.engine import SamplingParams, TrainingEngine
+from turnrl.rollout.engines import build_engine
 from turnrl.rollout.guard import EnvCalls
-from turnrl.rollout.hf import HFEngine
 from turnrl.rollout.runner import Runner
 from turnrl.train import preflight, sft
 from turnrl.train.checkpoint import checkpoint_step, drop_checkpoints_after, resume_checkpoint
@@ -76,7 +76,7 @@ class Model:
 
     tokenizer: PreTrainedTokenizerBase
     policy: PreTrainedModel | PeftModel  # a peft model with LoRA
-    engine: HFEngine
+    engine: TrainingEngine
 
 
 @dataclass
@@ -160,17 +160,37 @@ def model_source(cfg: Config, run_dir: Path) -> str:
     return str(init_tiny_model(run_dir.resolve() / "base_model", cfg.model.tiny))
 
 
+def engine_options(cfg: Config) -> dict[str, Any]:
+    """The engine's options from ``rollout.*`` (:func:`turnrl.rollout.engines.build_engine`;
+    they pickle, for Ray rollout workers)."""
+    r = cfg.rollout
+    options: dict[str, Any] = {"kind": r.engine, "max_batch_size": r.max_batch_size,
+                               "seed": cfg.run.seed}
+    if r.engine == "vllm":
+        on_gpu = resolve_device(cfg.run.device).type == "cuda"
+        options.update(
+            max_model_len=r.max_context_tokens, kv_cache_gib=r.kv_cache_gib,
+            gpu_memory_utilization=r.gpu_memory_utilization,
+            tensor_parallel_size=r.tensor_parallel_size, block_size=r.block_size,
+            sleep_mode=on_gpu if r.sleep_mode is None else r.sleep_mode,
+            lora_rank=cfg.model.lora.r if cfg.model.lora.enabled else None)
+    return options
+
+
 def load_model(cfg: Config, source: str | Path, device: torch.device, *,
-               fresh_lora: bool) -> Model:
+               fresh_lora: bool, engine: TrainingEngine | None = None) -> Model:
     """The tokenizer, the policy and its engine from a model dir or a checkpoint (which
-    holds LoRA adapters already: ``fresh_lora=False``)."""
+    holds LoRA adapters already: ``fresh_lora=False``). ``engine``: an engine to keep (a
+    rollback) instead of starting one; it takes the loaded weights, unless it is the hf
+    engine, which is rebuilt around the new policy."""
     dtype = resolve_dtype(cfg.model.dtype, device)
     lora = peft_lora_kwargs(cfg.model.lora) if cfg.model.lora.enabled and fresh_lora else None
     tokenizer = load_tokenizer(source)
     policy = load_policy(source, dtype=dtype, device=device, lora=lora)
-    engine = HFEngine(policy, eos_token_id=tokenizer.eos_token_id,
-                      pad_token_id=tokenizer.pad_token_id,
-                      max_batch_size=cfg.rollout.max_batch_size, seed=cfg.run.seed)
+    if engine is not None and cfg.rollout.engine == "vllm":
+        engine.load_weights(policy)
+    else:
+        engine = build_engine(policy, tokenizer, engine_options(cfg))
     return Model(tokenizer, policy, engine)
 
 

@@ -44,14 +44,33 @@ class Passes:
     learner_logprobs: Tensor | None = None
 
 
-def scoring_passes(learner: Learner, tokens: TokenBatch, algo: AlgoPreset) -> Passes:
-    """The no-gradient forward passes this step needs (critic, reference, behaviour)."""
+def scoring_passes(learner: Learner, tokens: TokenBatch, algo: AlgoPreset, *,
+                   measure_mismatch: bool = False) -> Passes:
+    """The no-gradient forward passes this step needs (critic, reference, behaviour); the
+    learner's own log-probs also when ``measure_mismatch`` (an engine with weights of its
+    own: :func:`mismatch_metrics`)."""
     return Passes(
         values=learner.critic_values(tokens) if learner.critic is not None else None,
         ref_logprobs=(learner.reference_logprobs(tokens) if learner.reference is not None
                       else None),
         learner_logprobs=(learner.policy_logprobs(tokens)
-                          if needs_learner_logprobs(algo.is_correction) else None))
+                          if measure_mismatch or needs_learner_logprobs(algo.is_correction)
+                          else None))
+
+
+def mismatch_metrics(tokens: TokenBatch, passes: Passes) -> dict[str, float]:
+    """How far the engine's sampling log-probs are from the learner's recomputation of the
+    same tokens: ``rollout/logprob_abs_diff`` (mean of ``|log π_engine − log π_learner|``
+    over the sampled tokens) and ``rollout/logprob_abs_diff_max``; empty when the learner's
+    log-probs were not computed or nothing was sampled."""
+    if passes.learner_logprobs is None:
+        return {}
+    mask = tokens.loss_mask.bool()
+    if not bool(mask.any()):
+        return {}
+    diff = (tokens.logprobs - passes.learner_logprobs).abs()[mask]
+    return {"rollout/logprob_abs_diff": float(diff.mean()),
+            "rollout/logprob_abs_diff_max": float(diff.max())}
 
 
 @dataclass(frozen=True)
@@ -155,4 +174,4 @@ def train_batch(scored: ScoredBatch, passes: Passes, advantages: AdvantageOutput
         old_values=state_values(passes.values) if passes.values is not None else None,
         is_weights=weights, critic_prefix_ids=tokens.critic_prefix_ids,
         critic_prefix_mask=tokens.critic_prefix_mask, kl_coef=kl.loss_coef)
-    return batch, {**metrics, **filter_metrics}
+    return batch, {**metrics, **filter_metrics, **mismatch_metrics(tokens, passes)}
