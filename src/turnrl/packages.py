@@ -11,8 +11,11 @@ import importlib.util
 
 
 def installed(module: str) -> bool:
-    """Whether ``module`` can be imported (``"wandb"``, ``"math_verify"``)."""
+    """Whether ``module`` can be imported (``"wandb"``, ``"math_verify"``). A bare namespace
+    package (a directory of that name on ``sys.path``, such as ``tests/vllm`` beside the
+    tests, with no file of the package itself) is not the package."""
     try:
-        return importlib.util.find_spec(module) is not None
+        spec = importlib.util.find_spec(module)
+        return spec is not None and spec.origin is not None
     except (ImportError, ValueError):  # a parent package missing, or sys.modules[module] None
         return False

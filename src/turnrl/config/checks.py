@@ -56,9 +56,9 @@ class Validated:
 def validate(cfg: Config) -> Validated:
     """All cross-key checks (see the module docstring); raises :class:`ConfigError`."""
     check_names(cfg)
+    check_engine(cfg)
     check_packages(cfg)
     check_distributed(cfg)
-    check_engine(cfg)
     env_spec = check_env_kwargs(cfg)
     algo = cfg.algo.resolve()
     check_algo(cfg, algo, env_spec)

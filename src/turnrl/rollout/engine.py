@@ -71,6 +71,10 @@ class TrainingEngine(Engine, Protocol):
         next :meth:`load_weights`; a no-op where nothing is to be freed."""
         ...
 
+    def close(self) -> None:
+        """Release the engine (its memory, processes and files); it serves no more."""
+        ...
+
     def step_metrics(self) -> dict[str, float]:
         """Counters since the last call (``rollout/prefix_cache_hit_rate``: the fraction of
         prompt tokens whose keys and values were reused instead of computed)."""

@@ -113,6 +113,11 @@ class HFEngine:
     def sleep(self) -> None:
         """Nothing to free: the engine shares the learner's weights."""
 
+    def close(self) -> None:
+        """Drop the cached sessions and the running batch (the model is the learner's)."""
+        self._sessions.clear()
+        self._reset_batch()
+
     def step_metrics(self) -> dict[str, float]:
         """Since the last call: the fraction of prompt tokens taken from a session's cached
         keys and values (``rollout/prefix_cache_hit_rate``)."""

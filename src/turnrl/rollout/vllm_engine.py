@@ -47,11 +47,13 @@ import itertools
 import logging
 import os
 import shutil
+import sys
 import tempfile
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -92,7 +94,8 @@ def import_vllm() -> Any:
 
 def _explain(error: BaseException) -> str:
     """One line for an error vLLM raised while importing or starting."""
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    text = " ".join(lines)[:400] if lines else type(error).__name__
     if "torchvision::nms" in str(error) or "torchvision" in text:
         return ("rollout.engine=vllm: vLLM failed to import because torchvision does not "
                 f"match this torch ({text}); a text-only model needs none of them: "
@@ -166,6 +169,7 @@ class VLLMEngine:
     """
 
     _ids = itertools.count()
+    _open: ClassVar[weakref.ref[VLLMEngine] | None] = None  # the one in this process
 
     def __init__(self, policy: PreTrainedModel | torch.nn.Module, *, eos_token_id: int,
                  max_batch_size: int = 256, seed: int = 0, max_model_len: int = 2048,
@@ -174,6 +178,10 @@ class VLLMEngine:
                  tensor_parallel_size: int = 1, sleep_mode: bool = False,
                  block_size: int | None = None, enforce_eager: bool = True,
                  lora_rank: int | None = None) -> None:
+        if VLLMEngine._open is not None and VLLMEngine._open() is not None:
+            raise VLLMEngineError(
+                "a vLLM engine is already running in this process (vLLM's in-process engine "
+                "keeps global state); close() it first, or run the other in its own process")
         parameter = next(policy.parameters())
         self.device = torch.device(device) if device else parameter.device
         self.dtype = dtype or parameter.dtype
@@ -193,11 +201,16 @@ class VLLMEngine:
         self.stats = {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0,
                       "decode_tokens": 0, "steps": 0, "max_running": 0, "pushes": 0}
         self._reported = dict(self.stats)
-        self._engine = self._start(policy, seed=seed, max_model_len=max_model_len,
-                                   kv_cache_gib=kv_cache_gib,
-                                   gpu_memory_utilization=gpu_memory_utilization,
-                                   tensor_parallel_size=tensor_parallel_size,
-                                   block_size=block_size, enforce_eager=enforce_eager)
+        VLLMEngine._open = weakref.ref(self)
+        try:
+            self._engine = self._start(policy, seed=seed, max_model_len=max_model_len,
+                                       kv_cache_gib=kv_cache_gib,
+                                       gpu_memory_utilization=gpu_memory_utilization,
+                                       tensor_parallel_size=tensor_parallel_size,
+                                       block_size=block_size, enforce_eager=enforce_eager)
+        except BaseException:
+            self.close()
+            raise
         self.load_weights(policy)
 
     # ------------------------------------------------------------------ start and stop
@@ -217,6 +230,9 @@ class VLLMEngine:
                 f"architecture {architectures or '(none in its config)'}; use "
                 "rollout.engine=hf")
         config.save_pretrained(self._dir / "model")  # the shape: weights come by push
+        positions = getattr(config, "max_position_embeddings", None)
+        if positions:  # a run's preflight said so already; a direct user gets the model's
+            max_model_len = min(max_model_len, positions)
         cpu = self.device.type == "cpu"
         if cpu:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, round(kv_cache_gib)))
@@ -240,11 +256,13 @@ class VLLMEngine:
         before = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in process
         try:
-            engine = LLMEngine.from_engine_args(vllm.EngineArgs(**kwargs),
-                                                enable_multiprocessing=False)
+            with _unscannable_modules_hidden():
+                engine = LLMEngine.from_engine_args(vllm.EngineArgs(**kwargs),
+                                                    enable_multiprocessing=False)
         except VLLMEngineError:
             raise
         except Exception as error:
+            log.debug("vLLM failed to start", exc_info=True)
             raise VLLMEngineError(_explain(error)) from None
         finally:
             if before is None:
@@ -261,11 +279,13 @@ class VLLMEngine:
         if engine is not None:
             with contextlib.suppress(Exception):
                 engine.engine_core.shutdown()
+        if VLLMEngine._open is not None and VLLMEngine._open() in (self, None):
+            VLLMEngine._open = None
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
-            shutil.rmtree(self._dir, ignore_errors=True)
+            self.close()
 
     # ------------------------------------------------------------------ Engine protocol
     async def generate(self, prompt_ids: list[int], params: SamplingParams, *,
@@ -363,9 +383,10 @@ class VLLMEngine:
             seen = len(self._pending)
 
     def _admit(self) -> None:
+        from vllm.sampling_params import RequestOutputKind
+
         from vllm import SamplingParams as VLLMSamplingParams
         from vllm import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
 
         pending, self._pending = self._pending, []
         for waiting in pending:
@@ -452,6 +473,32 @@ class VLLMEngine:
                                                zip(prompts, per_prompt, strict=True))))
 
         return asyncio.run(run())
+
+
+def _scannable(value: object) -> bool:
+    """Whether vLLM's kernel-override scan can read ``value``'s instance dict."""
+    try:
+        return not hasattr(value, "__dict__") or hasattr(vars(value), "get")
+    except TypeError:
+        return True  # vars() refuses it: the scan's hasattr sees no __dict__ either
+
+
+@contextlib.contextmanager
+def _unscannable_modules_hidden() -> Iterator[None]:
+    """Take out of ``sys.modules``, while vLLM starts, the modules its CPU worker's Triton
+    kernel-override scan cannot read (vLLM 0.32 walks every module's namespace and calls
+    ``vars(value).get``, which fails on objects such as llvmlite's ``_lib_fn_wrapper``,
+    there once numba is imported, e.g. by bm25s in ``search-qa-v0``). They hold no vLLM
+    kernel, so the scan loses nothing; they are put back at once."""
+    hidden = {}
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if namespace and not all(_scannable(v) for v in list(namespace.values())):
+            hidden[name] = sys.modules.pop(name)
+    try:
+        yield
+    finally:
+        sys.modules.update(hidden)
 
 
 def _lora_rank_slot(rank: int) -> int:

@@ -100,9 +100,13 @@ class Run:
         return self.checked.cfg
 
     def close(self) -> None:
-        """Close the metrics logger and let other processes use the run dir."""
-        self.logger.close()
-        self.lock.release()
+        """Close the engine and the metrics logger, and let other processes use the run
+        dir."""
+        try:
+            self.model.engine.close()
+            self.logger.close()
+        finally:
+            self.lock.release()
 
     @property
     def algo(self) -> AlgoPreset:
