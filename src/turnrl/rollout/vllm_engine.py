@@ -49,6 +49,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -399,7 +400,8 @@ class VLLMEngine:
                 VLLMSamplingParams(
                     max_tokens=p.max_new_tokens, temperature=p.temperature, top_p=1.0,
                     seed=seed % 2**63, logprobs=0, ignore_eos=True,
-                    stop_token_ids=sorted({self.eos_token_id, *p.stop_token_ids}),
+                    stop_token_ids=sorted(t for t in {self.eos_token_id, *p.stop_token_ids}
+                                          if t >= 0),
                     detokenize=False, skip_special_tokens=False,
                     output_kind=RequestOutputKind.DELTA),
                 lora_request=self._lora)
@@ -491,10 +493,12 @@ def _unscannable_modules_hidden() -> Iterator[None]:
     there once numba is imported, e.g. by bm25s in ``search-qa-v0``). They hold no vLLM
     kernel, so the scan loses nothing; they are put back at once."""
     hidden = {}
-    for name, module in list(sys.modules.items()):
-        namespace = getattr(module, "__dict__", None)
-        if namespace and not all(_scannable(v) for v in list(namespace.values())):
-            hidden[name] = sys.modules.pop(name)
+    with warnings.catch_warnings():  # hasattr() on deprecated module attributes warns
+        warnings.simplefilter("ignore")
+        for name, module in list(sys.modules.items()):
+            namespace = getattr(module, "__dict__", None)
+            if namespace and not all(_scannable(v) for v in list(namespace.values())):
+                hidden[name] = sys.modules.pop(name)
     try:
         yield
     finally:
