@@ -99,6 +99,17 @@ def test_seeds_make_samples_independent_of_batch_mates(engine, vllm_tokenizer) -
     assert other_seed.token_ids != alone.token_ids
 
 
+def test_a_burst_larger_than_one_step_keeps_every_seed(engine, vllm_tokenizer) -> None:
+    # 64 prompts of 200 tokens are more than one scheduler step takes: the rest wait (on
+    # CPU prompts are not prefilled in chunks, whose discarded samples break seeded requests)
+    prompts = [prompt(vllm_tokenizer, f"{i:03d} " * 50) for i in range(64)]
+    params = [SamplingParams(max_new_tokens=8, seed=i) for i in range(64)]
+    burst = engine.generate_batch(prompts, params)
+    assert all(c.finish_reason == "stop" or len(c.token_ids) == 8 for c in burst)
+    alone = engine.generate_batch([prompts[40]], params[40])[0]
+    assert alone.token_ids == burst[40].token_ids
+
+
 def test_greedy_and_temperature_logprobs_match_a_forward_pass(engine, policy,
                                                              vllm_tokenizer) -> None:
     ids = prompt(vllm_tokenizer)

@@ -245,7 +245,13 @@ class VLLMEngine:
             generation_config="vllm", async_scheduling=False,
             enforce_eager=enforce_eager or cpu, tensor_parallel_size=tensor_parallel_size,
             block_size=block_size or (32 if cpu else None), disable_log_stats=True)
-        if not cpu:
+        if cpu:
+            # a prompt prefilled in chunks has its step's sample discarded, and vLLM 0.32 then
+            # rewinds the request's generator by an offset, which CPU generators do not have
+            # (RuntimeError "CPU Generator does not use offset"): prompts are prefilled whole
+            kwargs.update(enable_chunked_prefill=False,
+                          max_num_batched_tokens=max(max_model_len, 8192))
+        else:
             kwargs.update(gpu_memory_utilization=gpu_memory_utilization,
                           enable_sleep_mode=self.sleep_mode)
         if self.lora_rank is not None:
