@@ -12,7 +12,7 @@ no stage branches on a name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -32,43 +32,55 @@ from turnrl.train.learner import Learner
 from turnrl.train.scoring import ScoredBatch
 from turnrl.types import AdvantageInputs, AdvantageOutputs, TokenBatch, TrainBatch
 
+MISMATCH_EPISODES = 16  # the engine–learner mismatch is measured on this many episodes
+
 
 @dataclass(frozen=True)
 class Passes:
     """What the forward passes before the update give: the critic's outputs (B, T) (V
     after ``tokens[: t + 1]``), the frozen reference's log-probs and the learner's own
-    log-probs of the sampled tokens (B, T), each None when the algorithm does not read it."""
+    log-probs of the sampled tokens (B, T), each None when the algorithm does not read it;
+    and the engine–learner mismatch metrics (:func:`mismatch_metrics`)."""
 
     values: Tensor | None = None
     ref_logprobs: Tensor | None = None
     learner_logprobs: Tensor | None = None
+    mismatch: dict[str, float] = field(default_factory=dict)
 
 
 def scoring_passes(learner: Learner, tokens: TokenBatch, algo: AlgoPreset, *,
                    measure_mismatch: bool = False) -> Passes:
-    """The no-gradient forward passes this step needs (critic, reference, behaviour); the
-    learner's own log-probs also when ``measure_mismatch`` (an engine with weights of its
-    own: :func:`mismatch_metrics`)."""
+    """The no-gradient forward passes this step needs (critic, reference, behaviour). With
+    ``measure_mismatch`` (an engine with weights of its own) the engine–learner mismatch is
+    measured: on the learner's log-probs of the whole batch when the behaviour correction
+    computes them anyway, else on ``MISMATCH_EPISODES`` episodes spread over the batch (a
+    pass over all of them would cost a third of the update)."""
+    learner_logprobs = (learner.policy_logprobs(tokens)
+                        if needs_learner_logprobs(algo.is_correction) else None)
+    if learner_logprobs is not None:
+        mismatch = mismatch_metrics(tokens, learner_logprobs)
+    elif measure_mismatch:
+        rows = torch.linspace(0, tokens.size - 1, min(MISMATCH_EPISODES, tokens.size))
+        sample = tokens.select(rows.long().unique())
+        mismatch = mismatch_metrics(sample, learner.policy_logprobs(sample))
+    else:
+        mismatch = {}
     return Passes(
         values=learner.critic_values(tokens) if learner.critic is not None else None,
         ref_logprobs=(learner.reference_logprobs(tokens) if learner.reference is not None
                       else None),
-        learner_logprobs=(learner.policy_logprobs(tokens)
-                          if measure_mismatch or needs_learner_logprobs(algo.is_correction)
-                          else None))
+        learner_logprobs=learner_logprobs, mismatch=mismatch)
 
 
-def mismatch_metrics(tokens: TokenBatch, passes: Passes) -> dict[str, float]:
+def mismatch_metrics(tokens: TokenBatch, learner_logprobs: Tensor) -> dict[str, float]:
     """How far the engine's sampling log-probs are from the learner's recomputation of the
     same tokens: ``rollout/logprob_abs_diff`` (mean of ``|log π_engine − log π_learner|``
-    over the sampled tokens) and ``rollout/logprob_abs_diff_max``; empty when the learner's
-    log-probs were not computed or nothing was sampled."""
-    if passes.learner_logprobs is None:
-        return {}
+    over the sampled tokens) and ``rollout/logprob_abs_diff_max``; empty when nothing was
+    sampled."""
     mask = tokens.loss_mask.bool()
     if not bool(mask.any()):
         return {}
-    diff = (tokens.logprobs - passes.learner_logprobs).abs()[mask]
+    diff = (tokens.logprobs - learner_logprobs).abs()[mask]
     return {"rollout/logprob_abs_diff": float(diff.mean()),
             "rollout/logprob_abs_diff_max": float(diff.max())}
 
@@ -174,4 +186,4 @@ def train_batch(scored: ScoredBatch, passes: Passes, advantages: AdvantageOutput
         old_values=state_values(passes.values) if passes.values is not None else None,
         is_weights=weights, critic_prefix_ids=tokens.critic_prefix_ids,
         critic_prefix_mask=tokens.critic_prefix_mask, kl_coef=kl.loss_coef)
-    return batch, {**metrics, **filter_metrics, **mismatch_metrics(tokens, passes)}
+    return batch, {**metrics, **filter_metrics, **passes.mismatch}
