@@ -441,9 +441,9 @@ def test_privileged_critic_trains_on_the_env_facts_the_policy_never_sees(
     seen: list[torch.Tensor | None] = []
     scoring_passes = loop.scoring_passes
 
-    def recording(learner, tokens, algo):
+    def recording(learner, tokens, algo, **kwargs):
         seen.append(tokens.critic_prefix_ids)
-        return scoring_passes(learner, tokens, algo)
+        return scoring_passes(learner, tokens, algo, **kwargs)
 
     monkeypatch.setattr(loop, "scoring_passes", recording)
     result = train(load_config(None, [*SMALL_RUN, *FROZENLAKE_SMALL, f"run.out_dir={tmp_path}",
