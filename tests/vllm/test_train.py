@@ -19,11 +19,11 @@ from turnrl.train.loop import train
 require_vllm()
 
 TINY = [f"model.tiny.{key}={value}" for key, value in VLLM_TINY.model_dump().items()]
-RUN = [*TINY, "env.id=arithmetic-v0", "env.kwargs={min_value: 0, max_value: 3}",
+RUN = [*TINY, "env.id=arithmetic-v0", "env.kwargs={min_value: 0, max_value: 1}",
        "rollout.max_new_tokens=4", "rollout.engine=vllm", "train.n_groups=4",
        "train.group_size=4", "train.mini_batch_size=16", "train.micro_batch_size=8",
-       "train.lr=3e-3", "train.checkpoint_every=1", "train.keep_last=10", "sft.episodes=64",
-       "sft.epochs=2", "sft.lr=3e-2", "sft.batch_size=16", "eval.episodes=16",
+       "train.lr=3e-3", "train.checkpoint_every=1", "train.keep_last=10", "sft.episodes=50",
+       "sft.epochs=10", "sft.lr=3e-2", "sft.batch_size=16", "eval.episodes=16",
        "log.progress=false", "log.tensorboard=false", "run.threads=1"]
 
 
