@@ -1,8 +1,13 @@
-"""Fixed-seed runs whose metrics were recorded from commit ``a4117c1`` (before the driver's
-redesign), so that ``test_golden_metrics.py`` can prove the redesign kept behaviour.
+"""Fixed-seed runs whose metrics ``test_golden_metrics.py`` compares with recorded ones.
+
+The ``issue-*`` and ``signal-*`` cases were recorded from commit ``a4117c1`` (before the
+driver's redesign, which they proved kept behaviour). The ``turn-*`` cases were re-recorded
+on 2026-12-04 after their SFT learning rate went from 3e-2 to 3e-3: at 3e-2 the SFT diverged
+(gradient norms of 50 and more), which turned a CPU's rounding into different runs on
+different machines.
 
 Re-record (only when a change of behaviour is intended, and say so in the commit):
-``python tests/smoke/golden_cases.py tests/smoke/data/golden_a4117c1.json [CASE ...]``
+``python tests/smoke/golden_cases.py tests/smoke/data/golden.json [CASE ...]``
 (the named cases only, merged into the file; all of them by default).
 """
 
@@ -32,7 +37,7 @@ SIGNAL_RUN = ["run.seed=0", "train.steps=3", "train.n_groups=2", "train.group_si
 TURN_RUN = [*SIGNAL_RUN[:-3], "env.id=frozenlake-v0", "env.kwargs={max_size: 4, hole_prob: 0.1}",
             "rollout.max_new_tokens=6", "sft.episodes=300", "sft.epochs=4",
             "model.tiny.hidden_size=64", "model.tiny.num_layers=2", "model.tiny.num_heads=4",
-            "model.tiny.num_kv_heads=2", "model.tiny.intermediate_size=128"]
+            "model.tiny.num_kv_heads=2", "model.tiny.intermediate_size=128", "sft.lr=3e-3"]
 
 CASES: dict[str, list[str]] = {
     "issue-grpo": [*ISSUE_RUN, "algo.preset=grpo"],

@@ -5,6 +5,7 @@ make each request's samples independent of its batch mates, and errors are one c
 
 from __future__ import annotations
 
+import asyncio
 import functools
 
 import pytest
@@ -146,6 +147,46 @@ def test_weight_push_changes_the_served_policy(engine, policy, load_vllm_tiny,
         engine.version = 0
     back = engine.generate_batch([ids], params)[0]
     assert back.token_ids == before.token_ids and back.logprobs == before.logprobs
+
+
+def test_a_push_mid_request_goes_on_with_the_new_weights(engine, policy, load_vllm_tiny,
+                                                         vllm_tokenizer) -> None:
+    """A partial rollout: the tokens sampled before the push keep the old weights' log-probs
+    and version, the rest are sampled from the new weights (and say so)."""
+    ids = prompt(vllm_tokenizer, "tell me more")
+    # the model was trained to answer briefly: a hot temperature and 64 seeds find a reply
+    # long enough to be cut by a push (a seeded request samples the same tokens every time)
+    params = [SamplingParams(max_new_tokens=40, temperature=1.5, seed=s) for s in range(64)]
+    lengths = [len(c.token_ids) for c in engine.generate_batch([ids] * 64, params)]
+    long = params[max(range(64), key=lengths.__getitem__)]
+    assert max(lengths) >= 12, lengths
+    moved = load_vllm_tiny().eval()
+    with torch.no_grad():
+        for p in moved.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+
+    async def play():
+        task = asyncio.ensure_future(engine.generate(ids, long))
+        while engine.stats["decode_tokens"] < decoded + 4:  # a few decoding steps
+            await asyncio.sleep(0)
+        engine.load_weights(moved)
+        engine.version = 1
+        return await task
+
+    decoded = engine.stats["decode_tokens"]
+    try:
+        out = asyncio.run(play())
+    finally:
+        engine.load_weights(policy)
+        engine.version = 0
+    k = out.versions.index(1)
+    assert 4 <= k < len(out.token_ids)
+    assert out.versions == [0] * k + [1] * (len(out.token_ids) - k)
+    got = torch.tensor(out.logprobs)
+    old = forward_logprobs(policy, ids, out.token_ids, temperature=1.5)
+    new = forward_logprobs(moved, ids, out.token_ids, temperature=1.5)
+    assert (old[:k] - got[:k]).abs().max().item() < 1e-5
+    assert (new[k:] - got[k:]).abs().max().item() < 1e-5
 
 
 def test_one_engine_per_process(engine, policy, vllm_tokenizer) -> None:
