@@ -34,6 +34,7 @@ from transformers.cache_utils import Cache
 
 from turnrl.models.policy import cache_kwarg
 from turnrl.rollout.engine import Completion, SamplingParams
+from turnrl.rollout.hf_decode import decode_step_for
 from turnrl.rollout.hf_kv import GrowingLayer, _SessionCache, batched_past, spare_buffer
 from turnrl.rollout.hf_sampling import _Request, _Row, sample_rows, sample_tokens
 
@@ -60,11 +61,15 @@ class HFEngine:
         reuse_kv: keep each session's KV cache between its turns, so a turn prefills only
             the tokens appended since the last one (the observation delta) instead of the
             whole conversation. The sampled distribution is unchanged.
+        fast_decode: decoding steps of a Llama-family model run through
+            :class:`~turnrl.rollout.hf_decode.DecodeStep` (the same logits to float rounding,
+            without the transformers forward's per-step overhead); other models, or False,
+            decode through ``model(...)``.
     """
 
     def __init__(self, model: PreTrainedModel | PeftModel, *, eos_token_id: int,
                  pad_token_id: int, max_batch_size: int = 256, seed: int = 0,
-                 reuse_kv: bool = True) -> None:
+                 reuse_kv: bool = True, fast_decode: bool = True) -> None:
         self.model = model
         self.eos_token_id = eos_token_id
         self.pad_token_id = pad_token_id
@@ -81,6 +86,8 @@ class HFEngine:
         self._cache: Cache | None = None
         self._mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
         self._cache_kwarg = cache_kwarg(model)
+        # decoding steps skip the transformers forward where the architecture allows it
+        self._decode = decode_step_for(model) if fast_decode else None
         self.stats = {"prefills": 0, "decode_steps": 0, "requests": 0, "prefill_tokens": 0,
                       "decode_tokens": 0, "max_running": 0, "prompt_tokens": 0,
                       "cached_tokens": 0}
@@ -276,11 +283,14 @@ class HFEngine:
         position_ids = self._mask.sum(-1, keepdim=True)
         self._mask = torch.cat([self._mask, self._mask.new_ones(len(self._rows), 1)], 1)
         last = torch.tensor([row.tokens[-1] for row in self._rows], device=self.device)
-        out = self.model(input_ids=last[:, None], attention_mask=self._mask,
-                         position_ids=position_ids, use_cache=True,
-                         **{self._cache_kwarg: self._cache})
+        if self._decode is not None:
+            assert self._cache is not None
+            logits = self._decode(last, self._cache, self._mask, position_ids)
+        else:
+            logits = self.model(input_ids=last[:, None], attention_mask=self._mask,
+                                position_ids=position_ids, use_cache=True,
+                                **{self._cache_kwarg: self._cache}).logits[:, -1, :]
         alive = [i for i, row in enumerate(self._rows) if row.alive]
-        logits = out.logits[:, -1, :]
         if len(alive) < len(self._rows):
             logits = logits[torch.tensor(alive, device=self.device)]
         self._sample([self._rows[i] for i in alive], logits)
