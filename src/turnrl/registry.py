@@ -7,7 +7,8 @@ function up by its configured name and never branch on it.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Iterator
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -104,3 +105,55 @@ def unknown_name_message(kind: str, name: str, choices: list[str]) -> str:
     """``unknown advantage 'gpro'; did you mean 'grpo'? choices: gae, grpo, ...``."""
     hint = did_you_mean(name, choices, otherwise=".")
     return f"unknown {kind} {name!r}{hint} Valid choices: {', '.join(choices)}"
+
+
+def setting_type_problem(fn: Callable[..., object], settings: Mapping[str, object], *,
+                         owner: str) -> str | None:
+    """What is wrong with the types of ``settings`` passed to ``fn`` by keyword (a function,
+    or a class: its ``__init__``), checked against ``fn``'s annotations; None when they fit.
+
+    A value fits its annotation when pydantic's strict validation takes it, or its lax one
+    does without turning a bool or a string into something else: a YAML list may stand for a
+    tuple and a string for a path, but ``true`` is never a number and ``'high'`` never a float
+    (the config's own rule: booleans do not pass as integers anywhere). Annotations pydantic
+    cannot read, or that do not resolve, are not checked.
+    """
+    from pydantic import TypeAdapter, ValidationError
+
+    from turnrl.config.errors import kind_of, show
+
+    try:
+        hints = typing.get_type_hints(fn.__init__ if isinstance(fn, type) else fn)
+    except Exception:  # an annotation that does not resolve: names are checked, types not
+        return None
+    for key, value in settings.items():
+        if key not in hints:
+            continue
+        try:
+            adapter = TypeAdapter(hints[key])
+        except Exception:  # a type pydantic has no schema for
+            continue
+        try:
+            adapter.validate_python(value, strict=True)
+            continue
+        except ValidationError:
+            pass
+        try:
+            coerced = adapter.validate_python(value)
+        except ValidationError:
+            coerced = _REFUSED
+        if coerced is _REFUSED or (isinstance(value, (bool, str))
+                                   and type(coerced) is not type(value)):
+            return (f"{key} of {owner}: expected {_type_name(hints[key])}, got {show(value)} "
+                    f"({kind_of(value)})")
+    return None
+
+
+def _type_name(annotation: object) -> str:
+    """``int``, ``one of 'search', 'fullmatch'`` (a Literal), ``float | None``."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return "one of " + ", ".join(map(repr, typing.get_args(annotation)))
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+_REFUSED = object()

@@ -140,7 +140,18 @@ CASES = [
                                            "kwargs: {costs: 0.1}}]"], ["costs", "'cost'"]),
     ("reward weight that is not a number", ["train", "reward.terms=[{name: tool_cost, "
                                             "weight: high}]"], ["weight", "'high'"]),
-    # booleans are not numbers, in any section
+    # booleans are not numbers, in any section, env and reward kwargs included
+    ("bool for an env kwarg", ["train", "env.id=arithmetic-v0",
+                               "env.kwargs={max_value: true}"],
+     ["env.kwargs", "max_value", "expected int, got true (bool)"]),
+    ("word for a numeric env kwarg", ["train", "env.kwargs={hole_prob: often}"],
+     ["env.kwargs", "hole_prob", "expected float, got 'often' (str)"]),
+    ("bool for a reward kwarg", ["train", "reward.terms=[{name: tool_cost, "
+                                 "kwargs: {cost: true}}]"],
+     ["reward.terms[0]", "cost", "expected float, got true (bool)"]),
+    ("word for a numeric reward kwarg", ["train", "reward.terms=[{name: tool_cost, "
+                                         "kwargs: {free_calls: high}}]"],
+     ["reward.terms[0]", "free_calls", "expected int, got 'high' (str)"]),
     ("bool for an integer (train)", ["train", "train.steps=true"],
      ["train.steps", "expected an integer, got true"]),
     ("bool for a float (train)", ["train", "train.lr=true"], ["train.lr", "a number"]),

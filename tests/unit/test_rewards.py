@@ -449,7 +449,8 @@ def test_a_combined_reward_accepts_numpy_scalars():
 
 @pytest.mark.parametrize(("entry", "expected"), [
     ({"name": "format", "kwargs": {"pattern": "(["}}, "not a valid regular expression"),
-    ({"name": "format", "kwargs": {"pattern": "x", "mode": "match"}}, "mode must be"),
+    ({"name": "format", "kwargs": {"pattern": "x", "mode": "match"}},
+     "mode of this reward: expected one of 'fullmatch', 'search', got 'match'"),
     ({"name": "length_penalty", "kwargs": {"budget": -5, "window": 0}}, "budget >= 0"),
     ({"name": "tool_cost", "kwargs": {"cost": -1}}, "must be >= 0"),
 ])

@@ -191,6 +191,23 @@ def test_the_cli_refuses_a_corrupt_checkpoint_in_one_line_and_touches_nothing(
     assert "needs --resume RUN_DIR" in capsys.readouterr().err
 
 
+def test_a_resume_override_past_the_models_positions_is_refused_before_anything(
+        tmp_path: Path, load_tiny, tokenizer, capsys) -> None:
+    run = resumable_run_dir(tmp_path)
+    policy = load_tiny()
+    save_checkpoint(run, 1, policy=policy, tokenizer=tokenizer,
+                    optimizers={"policy": torch.optim.AdamW(policy.parameters())},
+                    extra_state={"metrics_lines": 1})
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "rollout.max_context_tokens=100000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "rollout.max_context_tokens" in err and "2048" in err and "Traceback" not in err
+    after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert after == before
+
+
 # ---------------------------------------------------------------- 6: a full disk
 @pytest.mark.parametrize("error", [
     OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),

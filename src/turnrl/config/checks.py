@@ -20,14 +20,12 @@ import inspect
 import logging
 import os
 import re
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
 import torch
-from pydantic import TypeAdapter, ValidationError
 
 from turnrl import envs
 from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
@@ -36,10 +34,10 @@ from turnrl.algos import needs_groups as advantage_needs_groups
 from turnrl.algos.presets import AlgoPreset
 from turnrl.algos.registry import CORRECTIONS, FILTERS, KL_PLACEMENTS
 from turnrl.config import Config, ConfigError, validate_names
-from turnrl.config.errors import kind_of, show
-from turnrl.envs.registry import UnknownEnvError, resolves
+from turnrl.config.errors import show
+from turnrl.envs.registry import UnknownEnvError, constructor, resolves
 from turnrl.packages import installed
-from turnrl.registry import did_you_mean
+from turnrl.registry import did_you_mean, setting_type_problem
 
 log = logging.getLogger("turnrl")
 
@@ -92,6 +90,11 @@ def check_env_kwargs(cfg: Config) -> envs.EnvSpec:
     that instance's spec (``max_turns`` and the capabilities can depend on the kwargs; the
     registered spec has the defaults)."""
     try:
+        factory = constructor(cfg.env.id)
+        problem = factory and setting_type_problem(factory, cfg.env.kwargs,
+                                                   owner=f"env {cfg.env.id}")
+        if problem:
+            raise TypeError(problem)
         env = envs.make(cfg.env.id, **cfg.env.kwargs)
     except (UnknownEnvError, ImportError) as error:  # a gym: id gymnasium lacks, or no gymnasium
         where = cfg.origin_of("env.id")
@@ -263,20 +266,4 @@ def hyperparameter_problem(fn: Callable[..., Any], kwargs: Mapping[str, Any], *,
             return (f"{owner} has no setting {key!r}"
                     f"{did_you_mean(key, accepted, otherwise='.')} Accepted: "
                     f"{', '.join(accepted) or '(none)'}")
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:  # an annotation that does not resolve: names are checked, types not
-        return None
-    for key, value in kwargs.items():
-        if key not in hints:
-            continue
-        try:
-            TypeAdapter(hints[key]).validate_python(value, strict=True)
-        except ValidationError:
-            return (f"{key} of {owner}: expected {_type_name(hints[key])}, got {show(value)} "
-                    f"({kind_of(value)})")
-    return None
-
-
-def _type_name(annotation: Any) -> str:
-    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+    return setting_type_problem(fn, kwargs, owner=owner)

@@ -149,6 +149,13 @@ def spec(id: str) -> EnvSpec:
     return _copy(_lookup(id))
 
 
+def constructor(id: str) -> Callable[..., Any] | None:
+    """The class or factory ``make(id)`` calls (its entry point, imported), or None for an id
+    a prefix resolver builds (``gym:<id>``)."""
+    load_plugins()
+    return None if _resolver(id) is not None else _load_entry_point(_lookup(id))
+
+
 def make(id: str, **overrides: Any) -> Env:
     """Build the env registered as ``id``; ``overrides`` replace its constructor defaults.
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
-from turnrl.registry import Registry, UnknownNameError, did_you_mean
+from turnrl.registry import Registry, UnknownNameError, did_you_mean, setting_type_problem
 from turnrl.types import Trajectory
 
 __all__ = [
@@ -292,6 +292,9 @@ def _check_kwargs(fn: RewardFn, kwargs: dict[str, Any], where: str) -> None:
             if key not in names:
                 raise RewardSpecError(f"{where}: unknown kwarg {key!r}{did_you_mean(key, names)} "
                                       f"Accepted: {', '.join(names) or '(none)'}")
+    problem = setting_type_problem(fn, kwargs, owner="this reward")
+    if problem:
+        raise RewardSpecError(f"{where}: {problem}")
     missing = [p.name for p in rest if p.default is inspect.Parameter.empty
                and p.kind in (inspect.Parameter.KEYWORD_ONLY,
                               inspect.Parameter.POSITIONAL_OR_KEYWORD)

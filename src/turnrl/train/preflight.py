@@ -8,7 +8,8 @@ registries; this module checks it against what the run will read (called from
   file holds all its tensors: :mod:`turnrl.models.files`), ``rollout.max_context_tokens``
   fits the model's ``max_position_embeddings``, and every ``model.lora.target_modules``
   entry names layers of the model (peft's rule: the module name, or its last dotted parts).
-  The built-in tiny model is checked from ``model.tiny.*`` without writing it.
+  The built-in tiny model is checked from ``model.tiny.*`` without writing it. On
+  ``--resume``, :func:`check_resumed_context` checks the context against the resumed model.
 - :func:`check_rewards`: the env serves what the reward terms read: a term that compares
   against a reference answer (``needs_reference``) needs an env whose reset info carries
   ``answer`` (one reset, only when such a term is configured).
@@ -30,6 +31,7 @@ from turnrl.models.policy import check_model_path
 from turnrl.models.tiny import build_tokenizer, llama_config
 from turnrl.registry import did_you_mean
 from turnrl.rewards import CombinedReward
+from turnrl.train.checkpoint import latest_checkpoint
 
 
 def check_model(cfg: Config) -> None:
@@ -49,6 +51,21 @@ def check_model(cfg: Config) -> None:
     check_context(cfg, config, source)
     if cfg.model.lora.enabled and not is_adapter_dir(path):
         check_lora_targets(cfg, config)
+
+
+def check_resumed_context(cfg: Config, run_dir: Path) -> None:
+    """On ``--resume``, ``rollout.max_context_tokens`` (an override may raise it) fits the
+    positions of the model the run resumes (its newest checkpoint's ``config.json``, or
+    ``model.tiny``); the model files themselves are checked with the checkpoint."""
+    if cfg.model.path == "tiny":
+        config = llama_config(len(build_tokenizer()), cfg.model.tiny)
+        check_context(cfg, config, "model.tiny.max_position_embeddings")
+        return
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is not None and (checkpoint / "config.json").is_file():
+        config = read_config(str(checkpoint))
+        if config is not None:
+            check_context(cfg, config, f"max_position_embeddings in {checkpoint}/config.json")
 
 
 def check_context(cfg: Config, config: PretrainedConfig, source: str) -> None:

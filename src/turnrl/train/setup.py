@@ -205,6 +205,8 @@ def check_inputs(cfg: Config, *, resume: Path | None) -> list | None:
     preflight.check_rewards(cfg, build_rewards(cfg))
     if resume is None:
         preflight.check_model(cfg)
+    else:
+        preflight.check_resumed_context(cfg, resume)
     if resume is None and cfg.model.path != "tiny":
         load_tokenizer(cfg.model.path)  # e.g. no chat template: said before any work
     if resume is None and cfg.sft.enabled and cfg.sft.source == "jsonl" \
