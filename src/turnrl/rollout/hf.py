@@ -396,9 +396,8 @@ class HFEngine:
         fed = len(row.tokens) - 1
         self._sessions[row.request.session] = _SessionCache(  # type: ignore[index]
             token_ids=row.request.prompt_ids + row.tokens[:fed],
-            keys=[layer.keys[i:i + 1, :, columns] for layer in self._cache.layers],
-            values=[layer.values[i:i + 1, :, columns] for layer in self._cache.layers],
-        )
+            layers=[(layer.keys, layer.values) for layer in self._cache.layers],
+            row=i, columns=columns)
 
     def _reset_batch(self) -> None:
         self._rows, self._cache = [], None
