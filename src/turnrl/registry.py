@@ -123,7 +123,8 @@ def setting_type_problem(fn: Callable[..., object], settings: Mapping[str, objec
     from turnrl.config.errors import kind_of, show
 
     try:
-        hints = typing.get_type_hints(fn.__init__ if isinstance(fn, type) else fn)
+        hints = typing.get_type_hints(typing.cast(typing.Any, fn).__init__
+                                      if isinstance(fn, type) else fn)
     except Exception:  # an annotation that does not resolve: names are checked, types not
         return None
     for key, value in settings.items():

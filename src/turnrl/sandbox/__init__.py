@@ -70,7 +70,11 @@ asyncio and multiprocessing pipes), no new namespaces (``unshare``, ``setns``, `
 ``CLONE_NEW*``), no ``io_uring``, ``ptrace``, cross-process memory, keyrings, ``bpf``,
 ``perf_event_open``, ``userfaultfd``, mounts, System V IPC, POSIX message queues or
 ``TIOCSTI``; system calls of another ABI (i386, x32) kill the process (``SIGSYS``). On a CPU
-without a syscall table (not x86_64 or aarch64) the sandbox refuses to run.
+without a syscall table (not x86_64 or aarch64) the sandbox refuses to run. In front of the
+filter, the worker's ``socket`` and ``_socket`` modules refuse every socket the kernel would
+(any family, ``connect``/``bind``, a datagram ``socketpair``, name lookups) with a clear line:
+``PermissionError: [Errno 13] sockets are disabled in the sandbox (AF_UNIX): ...``; only a
+bypass past Python (ctypes) meets the filter's bare ``EACCES``.
 
 Isolation (``SandboxConfig.isolation``; ``"auto"`` picks ``"namespace"`` when a probe call
 works on this host, else ``"process"``; ``SandboxResult.isolation`` says which ran):

@@ -6,6 +6,7 @@ call), :func:`run_python` (one shot) and :func:`namespace_isolation_available` (
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 import threading
@@ -81,16 +82,21 @@ def run_python(code: str, config: SandboxConfig | None = None, **limits: Any) ->
 
 
 def _warn_once(python: str) -> None:
-    """``auto`` fell back to process mode: say once what that mode does not isolate."""
+    """``auto`` fell back to process mode: say once (per interpreter) what that mode does not
+    isolate."""
     with _namespace_lock:
         if python in _warned:
             return
         _warned.add(python)
+    same_uid = ("" if os.geteuid() == 0 else
+                "; and the code runs as this host's uid, so it can signal the host's processes "
+                "and read their /proc/<pid>/environ")
     log.warning(
         "sandbox: namespaces are unavailable here (unshare(1) failed), so code runs in "
-        "process isolation: the limits, the seccomp filter (no sockets) and, as root, a fresh uid "
-        "hold, but files outside the working directory are readable and writable wherever that uid "
-        "may, and /proc lists the host's processes (docs/reliability.md)"
+        "process isolation. Held: the limits, the seccomp filter (no sockets), a fresh working "
+        "directory and, as root, a fresh uid per call. Not isolated: files outside the working "
+        "directory are readable and writable wherever the code's uid may, and /proc lists the "
+        f"host's processes{same_uid} (docs/reliability.md)"
     )
 
 

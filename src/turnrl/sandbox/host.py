@@ -69,7 +69,8 @@ def _run(code: str, config: SandboxConfig, python: str, mode: str) -> SandboxRes
     group = cgroup.create(config.memory_mb << 20)
     payload: dict = {}
     try:
-        payload = _payload(code, config, python, mode, workdir, group and group.procs)
+        payload = _payload(code, config, python, mode, workdir,
+                           group.procs if group is not None else None)
         return _run_in(payload, config, python, mode, group)
     finally:
         _clean_up(workdir, group, payload.get("uid"), mode)
