@@ -2,11 +2,12 @@
 behaviour (the ``issue-*`` and ``signal-*`` cases were recorded from commit ``a4117c1``,
 before it), and no later change moved them unannounced.
 
-Floats are compared to rounding, relative 1e-3 or absolute 1e-6: the kernels a CPU picks
-(AVX2, AVX-512, AMX) and the libraries' versions round differently, and a metric that is
-zero up to rounding (a loss of 3e-8) differs in every digit; a change of behaviour moves the
-metrics by far more. A recipe that amplifies rounding (an SFT that diverges) cannot be
-compared across machines, so every case's recipe is a stable one.
+Floats are compared to rounding, relative 1e-3 or absolute 1e-5: the kernels a CPU picks
+(AVX2, AVX-512, AMX), the libraries' versions and a fused optimizer round differently, and
+a metric that is zero up to rounding (a loss of 3e-8, an advantage mean of 7e-6) differs in
+every digit; a change of behaviour moves the metrics by far more. A recipe that amplifies
+rounding (an SFT that diverges) cannot be compared across machines, so every case's recipe
+is a stable one.
 
 The cases (``golden_cases.py``) cover the issue's frozenlake command for an outcome preset
 (grpo), a critic preset (ppo) and a turn-level one (gigpo), and short arithmetic and
@@ -37,7 +38,7 @@ def differences(got: list[dict], want: list[dict]) -> list[str]:
             found.append(f"line {i}: keys {sorted(set(a) ^ set(b))} differ")
         for key in sorted(set(a) & set(b)):
             x, y = a[key], b[key]
-            same = (math.isclose(x, y, rel_tol=1e-3, abs_tol=1e-6)
+            same = (math.isclose(x, y, rel_tol=1e-3, abs_tol=1e-5)
                     if isinstance(x, float) or isinstance(y, float) else x == y)
             if not same:
                 found.append(f"line {i} ({a.get('phase')} step {a.get('step')}) {key}: "
@@ -58,5 +59,5 @@ def test_the_comparison_can_fail() -> None:
     want = RECORDED["signal-grpo"]
     changed = [dict(line) for line in want]
     train_line = next(line for line in changed if line["phase"] == "train")
-    train_line["loss/policy"] = train_line["loss/policy"] * (1 + 1e-2) + 1e-5
+    train_line["loss/policy"] = train_line["loss/policy"] * (1 + 1e-2) + 1e-4
     assert differences(changed, want) and not differences(want, want)

@@ -62,6 +62,17 @@ class LocalSync:
             [p for p in params if p.grad is not None], max_norm))
 
 
+def adamw(groups: list[dict]) -> torch.optim.AdamW:
+    """AdamW over parameter ``groups``, fused (one kernel over every tensor: on 2 CPU cores a
+    step of the tiny model took 2.0 ms unfused, 0.55 ms fused) where all of them are
+    floating-point tensors on the CPU or a CUDA device, the for-loop implementation elsewhere.
+    """
+    params = [p for group in groups for p in group["params"]]
+    fused = bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda")
+                                 for p in params)
+    return torch.optim.AdamW(groups, fused=fused or None)
+
+
 class Learner:
     """Owns the trainable policy (and optional critic / frozen reference) and their optimizers."""
 
@@ -91,9 +102,9 @@ class Learner:
             assert critic is not None
             groups.append({"params": list(critic.head.parameters()), "lr": critic_cfg.lr,
                            "weight_decay": 0.0})
-        self.optimizer = torch.optim.AdamW(groups)
+        self.optimizer = adamw(groups)
         self.critic_optimizer = (
-            torch.optim.AdamW(critic.parameters(), lr=critic_cfg.lr)
+            adamw([{"params": list(critic.parameters()), "lr": critic_cfg.lr}])
             if critic is not None and not self.shared_critic else None
         )
         self.generator = torch.Generator().manual_seed(seed)
@@ -209,6 +220,8 @@ class Learner:
         if micro.is_weights is not None:  # behaviour-policy correction
             per_token = per_token * micro.is_weights
         pg_loss = self.aggregate(per_token, micro.loss_mask, **norms)
+        if not self.algo.entropy_coef:  # a metric only: no backward pass through it
+            entropy = entropy.detach()
         ent = self.aggregate(entropy, micro.loss_mask, **norms)
         loss = pg_loss - self.algo.entropy_coef * ent
         sums: dict[str, float] = {}
