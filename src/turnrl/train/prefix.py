@@ -22,6 +22,8 @@ group's rows meet in the same forward pass.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -54,6 +56,25 @@ def prompt_sorted(input_ids: Tensor, loss_mask: Tensor, attention_mask: Tensor,
     total = attention_mask[rows].sum(-1).long().tolist()
     order = sorted(range(len(rows)), key=lambda i: (group[i], total[i]))
     return rows[torch.tensor(order, dtype=torch.long)]
+
+
+def select_rows(cache: Any, index: Tensor) -> None:
+    """Keep rows ``index`` (B,) of every layer of ``cache`` (U rows), in place.
+
+    With ``index_select``, whose backward adds the B rows' gradients back into the U prompt
+    rows with ``index_add_``: transformers' ``batch_select_indices`` indexes with ``[index]``,
+    whose backward accumulates through ``index_put_`` about 4x slower on a CPU (1.0 against
+    0.28 ms for 128 rows of 16 prompts' 25 tokens), once per layer for keys and for values.
+    """
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values")
+                             for layer in layers):
+        cache.batch_select_indices(index)
+        return
+    for layer in layers:
+        if layer.keys is not None and layer.keys.numel():
+            layer.keys = layer.keys.index_select(0, index)
+            layer.values = layer.values.index_select(0, index)
 
 
 def shared_prefix_forward(model: nn.Module, input_ids: Tensor, attention_mask: Tensor,
@@ -94,7 +115,7 @@ def shared_prefix_forward(model: nn.Module, input_ids: Tensor, attention_mask: T
     cache = head[kwarg] if kwarg in head else head["past_key_values"]
     if not hasattr(cache, "batch_select_indices"):  # a cache class that cannot select rows
         return None
-    cache.batch_select_indices(owner_t)  # each row reads its own prompt's keys and values
+    select_rows(cache, owner_t)  # each row reads its own prompt's keys and values
     # each row's remainder, right-padded to S, positions continuing after its prompt
     positions = prefix_len[:, None] + torch.arange(s_width, device=device)[None, :]
     rest_mask = (positions < lengths[:, None]).long()
@@ -108,7 +129,7 @@ def shared_prefix_forward(model: nn.Module, input_ids: Tensor, attention_mask: T
     source = source.clamp(max=p_width + s_width - 1)
 
     def assemble(prompt_part: Tensor, rest_part: Tensor) -> Tensor:
-        joined = torch.cat([prompt_part[owner_t], rest_part], 1)  # (B, P + S, ...)
+        joined = torch.cat([prompt_part.index_select(0, owner_t), rest_part], 1)  # (B, P + S, …)
         index = source.view(size, width, *([1] * (joined.dim() - 2)))
         return joined.gather(1, index.expand(size, width, *joined.shape[2:]))
 
