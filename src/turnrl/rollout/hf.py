@@ -396,8 +396,9 @@ class HFEngine:
         fed = len(row.tokens) - 1
         self._sessions[row.request.session] = _SessionCache(  # type: ignore[index]
             token_ids=row.request.prompt_ids + row.tokens[:fed],
-            layers=[(layer.keys, layer.values) for layer in self._cache.layers],
-            row=i, columns=columns)
+            keys=[layer.keys[i:i + 1, :, columns] for layer in self._cache.layers],
+            values=[layer.values[i:i + 1, :, columns] for layer in self._cache.layers],
+        )
 
     def _reset_batch(self) -> None:
         self._rows, self._cache = [], None

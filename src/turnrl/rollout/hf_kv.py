@@ -18,19 +18,11 @@ from transformers.cache_utils import DynamicLayer
 
 @dataclass
 class _SessionCache:
-    """The KV cache of one episode's ledger, kept between its turns: row ``row`` of the
-    running batch's per-layer buffers at ``columns`` (no copy when the turn ends; the engine
-    never writes those columns again, it appends, or moves the batch to new buffers)."""
+    """The KV cache of one episode's ledger, kept between its turns (one row, no padding)."""
 
     token_ids: list[int]
-    layers: list[tuple[Tensor, Tensor]]  # per layer keys, values (B, kv_heads, L, head_dim)
-    row: int
-    columns: Tensor  # (len(token_ids),) the row's columns in them
-
-    def keys_values(self, layer: int) -> tuple[Tensor, Tensor]:
-        """Layer ``layer``'s keys and values of the ledger, (kv_heads, n, head_dim) each."""
-        keys, values = self.layers[layer]
-        return keys[self.row][:, self.columns], values[self.row][:, self.columns]
+    keys: list[Tensor]  # per layer (1, kv_heads, len(token_ids), head_dim)
+    values: list[Tensor]
 
 
 class GrowingLayer(DynamicLayer):
@@ -83,13 +75,13 @@ def batched_past(cached: list[_SessionCache | None], prefix: list[int],
     if not present:
         return DynamicCache()
     layers = []
-    for layer in range(len(present[0].layers)):
-        like = present[0].layers[layer][0]
+    for layer in range(len(present[0].keys)):
+        like = present[0].keys[layer]
         shape = (len(cached), like.shape[1], past_len, like.shape[3])
         keys, values = like.new_zeros(shape), like.new_zeros(shape)
         for row, c in enumerate(cached):
             if c is not None:
-                keys[row, :, past_len - prefix[row]:], values[row, :, past_len - prefix[row]:] \
-                    = c.keys_values(layer)
+                keys[row, :, past_len - prefix[row]:] = c.keys[layer][0]
+                values[row, :, past_len - prefix[row]:] = c.values[layer][0]
         layers.append((keys, values))
     return DynamicCache(layers)
