@@ -95,7 +95,8 @@ def _warn_once(python: str) -> None:
         "sandbox: namespaces are unavailable here (unshare(1) failed), so code runs in "
         "process isolation. Held: the limits, the seccomp filter (no sockets), a fresh working "
         "directory and, as root, a fresh uid per call. Not isolated: files outside the working "
-        "directory are readable and writable wherever the code's uid may, and /proc lists the "
+        "directory are readable and writable wherever the code's uid may, the disk can be "
+        "filled file by file, and /proc lists the "
         f"host's processes{same_uid} (docs/reliability.md)"
     )
 

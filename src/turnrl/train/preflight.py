@@ -55,14 +55,13 @@ def check_model(cfg: Config) -> None:
 
 def check_resumed_context(cfg: Config, run_dir: Path) -> None:
     """On ``--resume``, ``rollout.max_context_tokens`` (an override may raise it) fits the
-    positions of the model the run resumes (its newest checkpoint's ``config.json``, or
-    ``model.tiny``); the model files themselves are checked with the checkpoint."""
-    if cfg.model.path == "tiny":
-        config = llama_config(len(build_tokenizer()), cfg.model.tiny)
-        check_context(cfg, config, "model.tiny.max_position_embeddings")
-        return
+    positions of the model the run resumes: its newest checkpoint's ``config.json`` (a LoRA
+    checkpoint has none: its base model was checked when the run started). Without a
+    checkpoint the run starts over from ``model.path``: :func:`check_model`."""
     checkpoint = latest_checkpoint(run_dir)
-    if checkpoint is not None and (checkpoint / "config.json").is_file():
+    if checkpoint is None:
+        check_model(cfg)
+    elif (checkpoint / "config.json").is_file():
         config = read_config(str(checkpoint))
         if config is not None:
             check_context(cfg, config, f"max_position_embeddings in {checkpoint}/config.json")
