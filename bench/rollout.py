@@ -2,8 +2,9 @@
 
 Same tiny model (the built-in one, fp32 on CPU), same left-padded prompts, same sampling
 (temperature 1, no top-p), every request forced to its full length (no EOS). For each batch
-size and new-token count the two are timed alternately ``--repeats`` times; the table reports
-the median tokens/s of each and their ratio. The machine's fp32 matmul rate is measured in the
+size and new-token count the engine, the same engine decoding through ``model(...)``
+(``fast_decode=False``: what ``hf_decode.DecodeStep`` saves) and ``generate`` are timed in
+turn ``--repeats`` times; the table reports the median tokens/s of each and their ratios. The machine's fp32 matmul rate is measured in the
 same run and each engine's model FLOP/s is given as a fraction of it (2 · parameters FLOPs per
 generated token, attention excluded: a lower bound of the work done).
 
@@ -96,24 +97,31 @@ def run(args: argparse.Namespace) -> dict:
     n_params = sum(p.numel() for n, p in model.named_parameters() if "embed" not in n)
     # eos -1 is never sampled: every request runs to its full length, as min_new_tokens does
     engine = HFEngine(model, eos_token_id=-1, pad_token_id=tokenizer.pad_token_id, seed=0)
+    # the same engine decoding through model(...): what hf_decode.DecodeStep saves
+    plain = HFEngine(model, eos_token_id=-1, pad_token_id=tokenizer.pad_token_id, seed=0,
+                     fast_decode=False)
     peak = matmul_flops()
     rows = []
     for batch_size in args.batch_sizes:
         for new_tokens in args.new_tokens:
             batch = prompts(batch_size, args.prompt_tokens, len(tokenizer), seed=batch_size)
-            time_engine(engine, batch, 2)  # warm-up of both paths
+            time_engine(engine, batch, 2)  # warm-up of the three paths
+            time_engine(plain, batch, 2)
             time_generate(model, batch, 2, tokenizer.pad_token_id)
-            ours, theirs = [], []
-            for _ in range(args.repeats):  # alternate, so drifts of the machine hit both
+            ours, forward, theirs = [], [], []
+            for _ in range(args.repeats):  # alternate, so drifts of the machine hit all
                 ours.append(time_engine(engine, batch, new_tokens))
+                forward.append(time_engine(plain, batch, new_tokens))
                 theirs.append(time_generate(model, batch, new_tokens, tokenizer.pad_token_id))
             tokens = batch_size * new_tokens
             turnrl_tps = tokens / statistics.median(ours)
+            forward_tps = tokens / statistics.median(forward)
             generate_tps = tokens / statistics.median(theirs)
             rows.append({
                 "batch_size": batch_size, "new_tokens": new_tokens,
                 "turnrl_tokens_per_s": turnrl_tps, "generate_tokens_per_s": generate_tps,
-                "ratio": turnrl_tps / generate_tps,
+                "ratio": turnrl_tps / generate_tps, "model_forward_tokens_per_s": forward_tps,
+                "decode_step_speedup": turnrl_tps / forward_tps,
                 "turnrl_flops_fraction": turnrl_tps * 2 * n_params / peak,
                 "generate_flops_fraction": generate_tps * 2 * n_params / peak,
             })
@@ -129,12 +137,14 @@ def markdown(result: dict) -> str:
              f"({result['threads']} threads); model: {result['model_non_embedding_params']:,} "
              "non-embedding parameters", "",
              "| batch | new tokens | turnrl tok/s | generate tok/s | turnrl / generate | "
+             "turnrl via model(...) tok/s | DecodeStep gain | "
              "turnrl % of matmul peak | generate % of peak |",
-             "|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         lines.append(
             f"| {r['batch_size']} | {r['new_tokens']} | {r['turnrl_tokens_per_s']:.0f} | "
             f"{r['generate_tokens_per_s']:.0f} | {r['ratio']:.2f}x | "
+            f"{r['model_forward_tokens_per_s']:.0f} | {r['decode_step_speedup']:.2f}x | "
             f"{100 * r['turnrl_flops_fraction']:.1f}% | "
             f"{100 * r['generate_flops_fraction']:.1f}% |")
     return "\n".join(lines) + "\n"
