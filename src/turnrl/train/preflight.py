@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from transformers import PretrainedConfig
+from transformers import AutoConfig, PretrainedConfig
 
 from turnrl import envs
 from turnrl.config import Config, ConfigError
@@ -61,10 +61,12 @@ def check_resumed_context(cfg: Config, run_dir: Path) -> None:
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         check_model(cfg)
-    elif (checkpoint / "config.json").is_file():
-        config = read_config(str(checkpoint))
-        if config is not None:
-            check_context(cfg, config, f"max_position_embeddings in {checkpoint}/config.json")
+        return
+    try:  # config.json alone: a damaged checkpoint is named by the checkpoint's own checks
+        config = AutoConfig.from_pretrained(str(checkpoint))
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    check_context(cfg, config, f"max_position_embeddings in {checkpoint}/config.json")
 
 
 def check_context(cfg: Config, config: PretrainedConfig, source: str) -> None:
