@@ -13,11 +13,17 @@ Then **one GRPO step** of ``turnrl train`` with ``rollout.engine=vllm`` on the G
 shape with turnrl's tiny tokenizer, ``frozenlake-v0``): sleep during the update, wake and
 push after it, ``rollout/logprob_abs_diff`` of that step, and the peak GPU memory.
 
+``--engine hf`` runs the same checks with the built-in engine instead, where vLLM is not
+installed: decode tokens/s against ``model.generate`` and the log-prob gap (no colocation:
+the hf engine samples with the learner's own weights), then the GRPO step with
+``rollout.engine=hf``.
+
     python bench/gpu_check.py                  # both shapes (7B decode is the long part)
     python bench/gpu_check.py --shapes 0.5b    # a quick check
+    python bench/gpu_check.py --engine hf      # without vLLM
 
-Needs CUDA and ``pip install 'turnrl[vllm]'``. Writes ``bench/results/gpu.json`` and
-``gpu.md``.
+Needs CUDA, and for the default engine ``pip install 'turnrl[vllm]'``. Writes
+``bench/results/gpu.json`` and ``gpu.md`` (``gpu_hf.*`` with ``--engine hf``).
 """
 
 from __future__ import annotations
@@ -63,18 +69,92 @@ def used_gib() -> float:
     return (total - free) / 2**30
 
 
-def decode_and_colocation(shape: str, args: argparse.Namespace) -> dict:
+def random_prompts(vocab: int, batch: int) -> list[list[int]]:
+    """``batch`` prompts of 64 random token ids (seeded)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    return [torch.randint(100, vocab, (64,), generator=gen).tolist() for _ in range(batch)]
+
+
+def median_seconds(fn, repeats: int) -> float:
+    """The median wall time of ``repeats`` calls of ``fn()``, each synchronised with the GPU."""
+    import statistics
+
+    import torch
+
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def generate_seconds(model, prompts: list[list[int]], new_tokens: int, repeats: int = 1) -> float:
+    """Seconds ``model.generate`` takes to sample ``new_tokens`` for every prompt at once."""
+    import torch
+
+    batch = torch.tensor(prompts, device="cuda")
+    with torch.inference_mode():
+        model.generate(input_ids=batch[:, :8], max_new_tokens=2, do_sample=True)  # warm-up
+        return median_seconds(lambda: model.generate(
+            input_ids=batch, attention_mask=torch.ones_like(batch), do_sample=True,
+            temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens), repeats)
+
+
+def logprob_gap(model, prompt: list[int], completion):
+    """|forward log-prob - engine log-prob| of each sampled token, shape ``(new_tokens,)``."""
     import torch
 
     from turnrl.models.policy import token_logprobs
+
+    ids = torch.tensor([prompt + completion.token_ids], device="cuda")
+    with torch.no_grad():
+        fresh, _ = token_logprobs(model, ids, torch.ones_like(ids))
+    return (fresh[0, len(prompt):].float().cpu() - torch.tensor(completion.logprobs)).abs()
+
+
+def decode_hf(shape: str, args: argparse.Namespace) -> dict:
+    """Decode tokens/s of the hf engine vs ``model.generate``, and the log-prob gap."""
+    import torch
+
+    from turnrl.rollout.engine import SamplingParams
+    from turnrl.rollout.hf import HFEngine
+
+    model = qwen_model(shape)
+    prompts = random_prompts(model.config.vocab_size, args.batch)
+    engine = HFEngine(model, eos_token_id=-1, pad_token_id=0, seed=0,
+                      max_batch_size=args.batch)
+    params = [SamplingParams(max_new_tokens=args.new_tokens, seed=i) for i in range(args.batch)]
+    engine.generate_batch(prompts[:4], [SamplingParams(max_new_tokens=4, seed=0)] * 4)
+    torch.cuda.reset_peak_memory_stats()
+    outs: list = []
+    engine_s = median_seconds(lambda: outs.append(engine.generate_batch(prompts, params)),
+                              args.repeats)
+    peak = torch.cuda.max_memory_allocated() / 2**30
+    assert all(len(o.token_ids) == args.new_tokens for o in outs[0])
+    gap = logprob_gap(model, prompts[0], outs[0][0])
+    generate_s = generate_seconds(model, prompts, args.new_tokens, args.repeats)
+    tokens = args.batch * args.new_tokens  # the model is freed on return (main empties the cache)
+    return {"shape": shape, "engine_tokens_per_s": tokens / engine_s,
+            "generate_tokens_per_s": tokens / generate_s,
+            "engine_over_generate": generate_s / engine_s,
+            "logprob_abs_diff_mean": float(gap.mean()), "logprob_abs_diff_max": float(gap.max()),
+            "peak_gib": peak}
+
+
+def decode_and_colocation(shape: str, args: argparse.Namespace) -> dict:
+    import torch
+
     from turnrl.rollout.engine import SamplingParams
     from turnrl.rollout.vllm_engine import VLLMEngine
 
     model = qwen_model(shape)
-    vocab = model.config.vocab_size
-    gen = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(100, vocab, (64,), generator=gen).tolist()
-               for _ in range(args.batch)]
+    prompts = random_prompts(model.config.vocab_size, args.batch)
     base = used_gib()
     start = time.perf_counter()
     engine = VLLMEngine(model, eos_token_id=-1, max_model_len=1024, sleep_mode=True,
@@ -89,10 +169,7 @@ def decode_and_colocation(shape: str, args: argparse.Namespace) -> dict:
         outs = engine.generate_batch(prompts, params)
         vllm_s = time.perf_counter() - start
         assert all(len(o.token_ids) == args.new_tokens for o in outs)
-        ids = torch.tensor([prompts[0] + outs[0].token_ids], device="cuda")
-        with torch.no_grad():
-            fresh, _ = token_logprobs(model, ids, torch.ones_like(ids))
-        gap = (fresh[0, 64:].float().cpu() - torch.tensor(outs[0].logprobs)).abs()
+        gap = logprob_gap(model, prompts[0], outs[0])
         awake = used_gib()
         engine.sleep()
         asleep = used_gib()
@@ -102,16 +179,7 @@ def decode_and_colocation(shape: str, args: argparse.Namespace) -> dict:
         push_s = time.perf_counter() - start
     finally:
         engine.close()
-    batch = torch.tensor(prompts, device="cuda")
-    with torch.inference_mode():
-        model.generate(input_ids=batch[:, :8], max_new_tokens=2, do_sample=True)  # warm-up
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        model.generate(input_ids=batch, attention_mask=torch.ones_like(batch), do_sample=True,
-                       temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=args.new_tokens,
-                       min_new_tokens=args.new_tokens)
-        torch.cuda.synchronize()
-        generate_s = time.perf_counter() - start
+    generate_s = generate_seconds(model, prompts, args.new_tokens)
     tokens = args.batch * args.new_tokens
     del model
     torch.cuda.empty_cache()
@@ -139,10 +207,11 @@ def grpo_step(args: argparse.Namespace) -> dict:
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
+    engine = (["rollout.engine=vllm", "rollout.gpu_memory_utilization=0.3"]
+              if args.engine == "vllm" else ["rollout.engine=hf"])
     result = train(load_config(None, [
-        f"model.path={out / 'model'}", "run.device=cuda", "rollout.engine=vllm",
-        "rollout.gpu_memory_utilization=0.3", "sft.enabled=false", "train.steps=1",
-        "train.n_groups=8", "train.group_size=4", "train.mini_batch_size=32",
+        f"model.path={out / 'model'}", "run.device=cuda", *engine, "sft.enabled=false",
+        "train.steps=1", "train.n_groups=8", "train.group_size=4", "train.mini_batch_size=32",
         "eval.episodes=16", "eval.before_training=false", "log.progress=false",
         "log.tensorboard=false", f"run.out_dir={out}"]))
     wall = time.perf_counter() - start
@@ -157,20 +226,33 @@ def grpo_step(args: argparse.Namespace) -> dict:
 
 
 def markdown(result: dict) -> str:
-    lines = [f"{result['device']}, vLLM {result['vllm']}, torch {result['torch']}; "
-             f"batch {result['batch']} x {result['new_tokens']} new tokens, bf16", "",
-             "| shape | vllm tok/s | generate tok/s | vllm / generate | logprob |diff| mean | "
-             "engine awake GiB | asleep GiB | push s |", "|---|---|---|---|---|---|---|---|"]
-    for r in result["shapes"]:
-        lines.append(f"| {r['shape']} | {r['vllm_tokens_per_s']:.0f} | "
-                     f"{r['generate_tokens_per_s']:.0f} | {r['vllm_over_generate']:.1f}x | "
-                     f"{r['logprob_abs_diff_mean']:.1e} | {r['engine_awake_gib']:.1f} | "
-                     f"{r['engine_asleep_gib']:.1f} | {r['push_s']:.2f} |")
+    lines = [f"{result['device']}, {result['engine']} engine (vLLM {result['vllm']}), torch "
+             f"{result['torch']}, transformers {result['transformers']}; batch "
+             f"{result['batch']} x {result['new_tokens']} new tokens, bf16; hf engine and "
+             f"generate: median of {result['repeats']} timed decodes", ""]
+    if result["engine"] == "vllm":
+        lines += ["| shape | vllm tok/s | generate tok/s | vllm / generate | logprob |diff| mean "
+                  "| engine awake GiB | asleep GiB | push s |", "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['shape']} | {r['vllm_tokens_per_s']:.0f} | "
+                  f"{r['generate_tokens_per_s']:.0f} | {r['vllm_over_generate']:.1f}x | "
+                  f"{r['logprob_abs_diff_mean']:.1e} | {r['engine_awake_gib']:.1f} | "
+                  f"{r['engine_asleep_gib']:.1f} | {r['push_s']:.2f} |" for r in result["shapes"]]
+    else:
+        lines += ["| shape | hf engine tok/s | generate tok/s | engine / generate | logprob "
+                  "|diff| mean | max | peak GiB |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['shape']} | {r['engine_tokens_per_s']:.0f} | "
+                  f"{r['generate_tokens_per_s']:.0f} | {r['engine_over_generate']:.1f}x | "
+                  f"{r['logprob_abs_diff_mean']:.1e} | {r['logprob_abs_diff_max']:.1e} | "
+                  f"{r['peak_gib']:.1f} |" for r in result["shapes"]]
     if "grpo_step" in result:
         g = result["grpo_step"]
-        lines += ["", f"One GRPO step (0.5B shape, vllm engine, sleep/wake and push): "
+        how = ("vllm engine, sleep/wake and push" if result["engine"] == "vllm"
+               else "hf engine")
+        gap = ("" if g["logprob_abs_diff"] is None  # the hf engine samples with the learner
+               else f"logprob |diff| {g['logprob_abs_diff']:.1e}, ")
+        lines += ["", f"One GRPO step (0.5B shape, {how}): "
                   f"{g['step_s']:.1f} s (rollout {g['rollout_s']:.1f} s, update "
-                  f"{g['update_s']:.1f} s), logprob |diff| {g['logprob_abs_diff']:.1e}, "
+                  f"{g['update_s']:.1f} s), {gap}"
                   f"peak torch memory {g['peak_torch_gib']:.1f} GiB"]
     return "\n".join(lines) + "\n"
 
@@ -181,25 +263,42 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.4)
+    parser.add_argument("--engine", default="vllm", choices=["vllm", "hf"])
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed decodes per engine (hf engine): the median is reported")
     parser.add_argument("--skip-grpo", action="store_true")
     parser.add_argument("--results-dir", default=str(RESULTS))
     args = parser.parse_args(argv)
     import torch
+    import transformers
 
-    import vllm
+    from turnrl.packages import installed
 
     if not torch.cuda.is_available():
         sys.exit("bench/gpu_check.py needs a CUDA device")
-    result: dict = {"device": torch.cuda.get_device_name(), "vllm": vllm.__version__,
-                    "torch": torch.__version__, "batch": args.batch,
-                    "new_tokens": args.new_tokens, "shapes": []}
+    if args.engine == "vllm" and not installed("vllm"):
+        sys.exit("bench/gpu_check.py needs vLLM (pip install 'turnrl[vllm]'), "
+                 "or --engine hf to check the built-in engine")
+    vllm_version = None
+    if args.engine == "vllm":
+        import vllm
+
+        vllm_version = vllm.__version__
+    result: dict = {"device": torch.cuda.get_device_name(), "engine": args.engine,
+                    "vllm": vllm_version, "torch": torch.__version__,
+                    "transformers": transformers.__version__, "batch": args.batch,
+                    "new_tokens": args.new_tokens, "repeats": args.repeats,
+                    "shapes": []}
+    decode = decode_and_colocation if args.engine == "vllm" else decode_hf
     for shape in args.shapes:
-        result["shapes"].append(decode_and_colocation(shape, args))
+        result["shapes"].append(decode(shape, args))
+        torch.cuda.empty_cache()
         print(json.dumps(result["shapes"][-1]), flush=True)
     if not args.skip_grpo:
         result["grpo_step"] = grpo_step(args)
         print(json.dumps(result["grpo_step"]), flush=True)
-    write_results(args.results_dir, "gpu", result, markdown(result))
+    stem = "gpu" if args.engine == "vllm" else "gpu_hf"
+    write_results(args.results_dir, stem, result, markdown(result))
 
 
 if __name__ == "__main__":
