@@ -4,9 +4,10 @@ Same tiny model (the built-in one, fp32 on CPU), same left-padded prompts, same 
 (temperature 1, no top-p), every request forced to its full length (no EOS). For each batch
 size and new-token count the engine, the same engine decoding through ``model(...)``
 (``fast_decode=False``: what ``hf_decode.DecodeStep`` saves) and ``generate`` are timed in
-turn ``--repeats`` times; the table reports the median tokens/s of each and their ratios. The machine's fp32 matmul rate is measured in the
-same run and each engine's model FLOP/s is given as a fraction of it (2 · parameters FLOPs per
-generated token, attention excluded: a lower bound of the work done).
+turn ``--repeats`` times; the table reports the median tokens/s of each and their ratios.
+The machine's fp32 matmul rate is measured in the same run and each engine's model FLOP/s
+is given as a fraction of it (2 · parameters FLOPs per generated token, attention excluded:
+a lower bound of the work done).
 
     python bench/rollout.py                                   # batch 1, 16, 64; 32 and 128 tokens
     python bench/rollout.py --batch-sizes 1 4 --new-tokens 8  # a quick check

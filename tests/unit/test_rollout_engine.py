@@ -346,8 +346,10 @@ def test_retiring_rows_drops_padding_columns(random_model, tokenizer, prompts) -
         _Request(long_prompt, SamplingParams(max_new_tokens=1, temperature=0.0), None),
         _Request(short_prompt, SamplingParams(max_new_tokens=4, temperature=0.0), None)])
     engine.step()  # admit both; the long one finishes at its first token
+    assert [row.alive for row in engine._rows] == [False, True]  # kept until the next step
+    engine.step()  # compacts the batch, then decodes
     assert len(engine._rows) == 1
-    assert engine._mask.shape[1] == len(short_prompt) + 1  # its prompt and one fed token
+    assert engine._mask.shape[1] == len(short_prompt) + 2  # its prompt and two fed tokens
     assert bool(engine._mask.all())
 
 
@@ -468,3 +470,32 @@ def test_weights_loaded_mid_turn_are_used_at_once_and_stamped_per_token(
     assert undisturbed.versions == [0] * len(undisturbed.token_ids)
     first_new = completion.logprobs[n]
     assert abs(first_new - undisturbed.logprobs[n]) > 1e-3
+
+
+def test_a_session_that_ends_before_the_next_step_is_never_copied(random_model, tokenizer,
+                                                                   prompts, monkeypatch) -> None:
+    """A finished request's keys and values stay in the batch until the engine's next step:
+    an episode that ends meanwhile (every single-turn one) costs no copy, and one that goes
+    on is copied then and reused by its next turn."""
+    engine = make_engine(random_model, tokenizer, reuse_kv=True)
+    stored: list[str] = []
+    store = engine._store_session
+    monkeypatch.setattr(engine, "_store_session",
+                        lambda session, *args: (stored.append(session), store(session, *args)))
+    params = SamplingParams(max_new_tokens=3, temperature=1.0, seed=4)
+
+    async def episode(name: str, turns: int) -> None:
+        prompt = prompts[1]
+        for _ in range(turns):
+            completion = await engine.generate(prompt, params, session=name)
+            prompt = prompt + completion.token_ids + prompts[2]
+        engine.end_session(name)
+
+    async def run():
+        await asyncio.gather(episode("one turn", 1), episode("two turns", 2))
+
+    asyncio.run(run())
+    assert stored == ["two turns"]  # the single-turn episode ended before the next step
+    assert engine.stats["cached_tokens"] == len(prompts[1]) + params.max_new_tokens - 1
+    assert engine._sessions == {} and engine._unstored == {}
+    assert engine._rows == [] and engine._cache is None

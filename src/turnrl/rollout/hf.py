@@ -79,6 +79,9 @@ class HFEngine:
         self.version = 0  # the learner version of the weights (set by whoever pushes them)
         self.reuse_kv = reuse_kv
         self._sessions: dict[str, _SessionCache] = {}
+        # sessions whose request finished since the last step: (row, the columns it used),
+        # copied out of the batch at the next step unless the episode ends first
+        self._unstored: dict[str, tuple[int, Tensor]] = {}
         self._pending: list[_Request] = []
         self._worker: asyncio.Task[None] | None = None
         # the running batch
@@ -109,13 +112,16 @@ class HFEngine:
         the new weights (a partial rollout: ``Completion.versions`` tells which tokens came
         from which)."""
         self._sessions.clear()
+        self._unstored.clear()
         if model is not self.model:
             state = model if isinstance(model, dict) else model.state_dict()
             self.model.load_state_dict(state)
 
     def end_session(self, session: str) -> None:
-        """Forget a finished episode's KV cache."""
+        """Forget a finished episode's KV cache (never copied out of the batch if its last
+        request finished after the engine's last step)."""
         self._sessions.pop(session, None)
+        self._unstored.pop(session, None)
 
     def sleep(self) -> None:
         """Nothing to free: the engine shares the learner's weights."""
@@ -146,7 +152,7 @@ class HFEngine:
         self.model.eval()
         try:
             while self._pending or self._rows:
-                if not self._rows:
+                if not any(row.alive for row in self._rows):
                     await self._wait_until_settled()
                 try:
                     self.step()
@@ -175,6 +181,7 @@ class HFEngine:
     def step(self) -> None:
         """Admit waiting requests into free slots, decode one token for every running
         request, and resolve the requests that finished."""
+        self._tidy()
         self._drop_abandoned()
         free = self.max_batch_size - len(self._rows)
         if self._pending and free > 0:
@@ -185,7 +192,7 @@ class HFEngine:
                 self._pending = admitted + self._pending
                 raise
             self._retire_finished()
-        if self._rows:
+        if any(row.alive for row in self._rows):
             self._decode_step()
             self._retire_finished()
 
@@ -202,6 +209,7 @@ class HFEngine:
         try:
             while any(r.result is None for r in requests):
                 self.step()
+            self._tidy()  # keep the sessions' caches now and free the finished batch
         except Exception:
             self._reset_batch()
             self._pending.clear()
@@ -363,22 +371,30 @@ class HFEngine:
         return Cache(layers=layers), mask[:, start:]
 
     def _retire_finished(self) -> None:
-        """Resolve finished rows and keep their sessions' caches. They stay in the batch
-        (decoded but ignored) until the next merge, or a compaction once a quarter of the
-        rows are finished."""
-        finished = [i for i, row in enumerate(self._rows) if row.alive and row.finished()]
-        for i in finished:
-            row = self._rows[i]
+        """Resolve finished rows and note the columns of their sessions' keys and values.
+        They stay in the batch (decoded but ignored) until the next step's :meth:`_tidy`."""
+        for i, row in enumerate(self._rows):
+            if not (row.alive and row.finished()):
+                continue
             stop = row.tokens[-1] in row.stop_ids
             if self.reuse_kv and row.request.session is not None:
-                self._store_session(i, row)
+                self._unstored[row.request.session] = (i, self._mask[i].nonzero()[:, 0])
             row.alive = False
             row.request.resolve(Completion(row.tokens, row.logprobs,
                                            "stop" if stop else "length", row.versions))
+
+    def _tidy(self) -> None:
+        """Before a step: copy out the caches of the sessions that finished a request since
+        the last step and go on (an episode that ended meanwhile, e.g. every single-turn
+        one, is never copied), then free the batch once every row is finished, or compact
+        it once a quarter are."""
+        for session, (i, columns) in self._unstored.items():
+            self._store_session(session, self._rows[i], i, columns)
+        self._unstored.clear()
         dead = sum(not row.alive for row in self._rows)
-        if dead == len(self._rows):
+        if self._rows and dead == len(self._rows):
             self._reset_batch()
-        elif finished and 4 * dead >= len(self._rows):
+        elif dead and 4 * dead >= len(self._rows):
             live = self._live_view()
             assert live is not None
             cache, self._mask = live
@@ -388,13 +404,13 @@ class HFEngine:
                 GrowingLayer(spare_buffer(layer.keys, spare), spare_buffer(layer.values, spare),
                              length=self._mask.shape[1]) for layer in cache.layers])
 
-    def _store_session(self, i: int, row: _Row) -> None:
-        """Keep row ``i``'s keys/values: its prompt and the sampled tokens that were fed back
-        through the model (all but the last one)."""
+    def _store_session(self, session: str, row: _Row, i: int, columns: Tensor) -> None:
+        """Keep the keys/values of ``row`` (row ``i`` of the batch, in ``columns``): its
+        prompt and the sampled tokens that were fed back through the model (all but the
+        last one)."""
         assert self._cache is not None
-        columns = self._mask[i].nonzero()[:, 0]
         fed = len(row.tokens) - 1
-        self._sessions[row.request.session] = _SessionCache(  # type: ignore[index]
+        self._sessions[session] = _SessionCache(
             token_ids=row.request.prompt_ids + row.tokens[:fed],
             keys=[layer.keys[i:i + 1, :, columns] for layer in self._cache.layers],
             values=[layer.values[i:i + 1, :, columns] for layer in self._cache.layers],
@@ -402,4 +418,5 @@ class HFEngine:
 
     def _reset_batch(self) -> None:
         self._rows, self._cache = [], None
+        self._unstored.clear()
         self._mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
