@@ -29,6 +29,7 @@ from turnrl.config.schema import (
     TrainConfig,
 )
 from turnrl.config.sections import (
+    AgentConfig,
     AlarmsConfig,
     DistributedConfig,
     EnvConfig,
@@ -42,6 +43,7 @@ from turnrl.config.sections import (
 )
 
 __all__ = [
+    "AgentConfig",
     "AlarmsConfig",
     "AlgoConfig",
     "Config",

@@ -57,7 +57,13 @@ def validate(cfg: Config) -> Validated:
     check_engine(cfg)
     check_packages(cfg)
     check_distributed(cfg)
-    env_spec = check_env_kwargs(cfg)
+    if cfg.agent.entry_point is not None:  # an agent program instead of an env
+        from turnrl.agents.job import agent_spec, check_agent
+
+        check_agent(cfg)
+        env_spec = agent_spec(cfg)
+    else:
+        env_spec = check_env_kwargs(cfg)
     algo = cfg.algo.resolve()
     check_algo(cfg, algo, env_spec)
     check_algo_kwargs(cfg, algo)

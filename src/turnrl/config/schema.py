@@ -15,6 +15,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from turnrl.config.algo import AlgoConfig
 from turnrl.config.errors import FieldError, Origin
 from turnrl.config.sections import (
+    AgentConfig,
     AlarmsConfig,
     DistributedConfig,
     EnvConfig,
@@ -206,6 +207,8 @@ class Config(Section):
     run: RunConfig = Field(default_factory=RunConfig, description="Run identity and compute.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="The policy model.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="The environment.")
+    agent: AgentConfig = Field(default_factory=AgentConfig, description="An agent program "
+                               "trained through the OpenAI-compatible endpoint (not an env).")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling.")
     sft: SFTConfig = Field(default_factory=SFTConfig, description="Supervised warm-up.")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Extra rewards.")

@@ -212,6 +212,41 @@ class EnvConfig(Section):
         return self
 
 
+class AgentConfig(Section):
+    """An agent program trained through the OpenAI-compatible endpoint, instead of an env
+    (docs/agents.md)."""
+
+    entry_point: str | None = Field(
+        None, description="'module:function' of the agent: it gets an OpenAI client (or "
+        "base_url and api_key) and a task, and returns its reward. Set: the run trains this "
+        "agent on agent.tasks instead of env.id."
+    )
+    tasks: str | None = Field(
+        None, description="The tasks: a JSONL/JSON/CSV/Parquet file or a datasets dir, one "
+        "task (a row, as a dict) per agent run. Required with entry_point."
+    )
+    eval_tasks: str | None = Field(
+        None, description="Held-out tasks for evaluation (same formats); default: the "
+        "training tasks, from env.eval_seed_start on."
+    )
+    timeout_s: float | None = Field(
+        300.0, gt=0, description="An agent run still going after this many seconds fails "
+        "(it is left out of its group, env.on_error). None: no limit."
+    )
+    max_calls: int = Field(
+        16, ge=1, description="Most model calls of one run; later calls get an error."
+    )
+    model_name: str = Field("policy", description="The model id the endpoint serves.")
+
+    @model_validator(mode="after")
+    def _check_tasks(self) -> AgentConfig:
+        if self.entry_point is not None and not self.tasks:
+            raise FieldError("tasks", "required when agent.entry_point is set: a JSONL, "
+                             "JSON, CSV or Parquet file or a datasets dir of tasks",
+                             related=("entry_point",))
+        return self
+
+
 class RolloutConfig(Section):
     """Sampling of the agent's turns."""
 

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from turnrl.envs.protocol import Env
 from turnrl.eval.metrics import summarize_episodes
-from turnrl.rollout.runner import Runner
 from turnrl.types import Trajectory
 
 
-def evaluate(runner: Runner, make_env: Callable[[], Env], seeds: Sequence[int], *,
+class EpisodeRunner(Protocol):
+    """Plays episodes of tasks: the env runner (:class:`~turnrl.rollout.runner.Runner`) or
+    an agent program's (:class:`~turnrl.agents.runner.AgentRunner`)."""
+
+    def collect(self, make_env: Callable[[], Env], seeds: Sequence[int], group_size: int, *,
+                first_group_id: int = 0) -> list[Trajectory]: ...
+
+
+def evaluate(runner: EpisodeRunner, make_env: Callable[[], Env], seeds: Sequence[int], *,
              samples_per_task: int = 1, pass_k: Sequence[int] = (1,)
              ) -> tuple[dict[str, float], list[Trajectory]]:
     """Play ``samples_per_task`` episodes per seed; returns the summary and the episodes.
@@ -20,9 +28,9 @@ def evaluate(runner: Runner, make_env: Callable[[], Env], seeds: Sequence[int], 
     ``pass@k`` (+ interval) for each k, ``episodes`` and ``tasks``.
     """
     trajectories = runner.collect(make_env, seeds, samples_per_task)
-    records = [
+    records = [  # an agent run of several segments counts once (its first segment)
         {"task": t.seed, "success": t.success,
          "reward": t.total_reward, "turns": t.num_turns, "tokens": t.num_sampled_tokens}
-        for t in trajectories
+        for t in trajectories if not t.info.get("segment")
     ]
     return summarize_episodes(records, pass_k=list(pass_k)), trajectories

@@ -50,7 +50,17 @@ def rollout_metrics(trajectories: Sequence[Trajectory],
         "rollout/repeated_outputs": repeated_outputs(trajectories),
         **({"rollout/context_overflow_rate": overflow} if overflow else {}),
         "rollout/episodes": float(len(trajectories)),
+        **segments_per_episode(trajectories),
     }
+
+
+def segments_per_episode(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """``agent/segments_per_episode``: trajectories per agent run (a run whose agent
+    rewrote its history has several segments, :mod:`turnrl.agents.capture`); absent for
+    env episodes."""
+    segmented = [t for t in trajectories if "segments" in t.info]
+    runs = sum(1 for t in segmented if t.info.get("segment") == 0)
+    return {"agent/segments_per_episode": len(segmented) / runs} if runs else {}
 
 
 def repeated_outputs(trajectories: Sequence[Trajectory]) -> float:

@@ -18,6 +18,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from turnrl.agents.job import AGENT_ENV_ID
 from turnrl.algos.registry import FILTERS, resamples
 from turnrl.rewards import CombinedReward
 from turnrl.rollout.stats import rollout_metrics
@@ -153,8 +154,7 @@ class Collector:
                 {t.group_id for t, _, _ in chunk.kept})
             if not self.filters or len(kept) >= self.n_groups * self.group_size:
                 break
-        metrics = {"rollout/env_errors": float(errors),
-                   "rollout/env_error_rate": errors / max(episodes, 1)}
+        metrics = self._error_metrics(errors, episodes)
         if self.filters:  # whole groups: the first n_groups groups that were kept
             first_groups = set(list(dict.fromkeys(t.group_id for t, _, _ in kept))[
                 : self.n_groups])
@@ -164,6 +164,15 @@ class Collector:
             metrics.update({"rollout/dropped_groups": float(dropped),
                             "rollout/sampling_tries": float(tries)})
         return kept, metrics
+
+    def _error_metrics(self, errors: int, episodes: int) -> dict[str, float]:
+        """``rollout/env_errors`` and ``rollout/env_error_rate`` (the failed episodes); for an
+        agent program's runs also ``rollout/agent_error_rate``."""
+        rate = errors / max(episodes, 1)
+        metrics = {"rollout/env_errors": float(errors), "rollout/env_error_rate": rate}
+        if self.env_id == AGENT_ENV_ID:
+            metrics["rollout/agent_error_rate"] = rate
+        return metrics
 
     def _collect_async(self, version: int) -> tuple[list[Row], dict[str, float]]:
         assert self.source is not None
@@ -179,8 +188,7 @@ class Collector:
 
         kept, metrics = self.source.next_batch(version, accept)
         self.cursor = self.source.next_index
-        metrics.update({"rollout/env_errors": float(counts["errors"]),
-                        "rollout/env_error_rate": counts["errors"] / max(counts["episodes"], 1)})
+        metrics.update(self._error_metrics(counts["errors"], counts["episodes"]))
         if self.filters:
             metrics["rollout/dropped_groups"] = float(counts["dropped"])
         return kept, metrics

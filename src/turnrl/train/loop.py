@@ -94,7 +94,7 @@ def train(cfg: Config, *, resume: Path | None = None,
 
         def rebuild(checkpoint: Path) -> Learner:  # a rollback: model and learner from disk
             run.model = load_model(cfg, checkpoint, run.device, fresh_lora=False,
-                                   engine=run.model.engine)
+                                   engine=run.model.engine, agent=run.model.agent)
             return build_learner(run, source=checkpoint, reference=hooks.learner.reference)
 
         hooks = StepHooks(run, state, learner, collector, controller=controller,

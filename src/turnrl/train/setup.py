@@ -29,6 +29,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from turnrl import envs
+from turnrl.agents.job import AGENT_ENV_ID, AgentJob
+from turnrl.agents.runner import AgentRunner
 from turnrl.algos import needs_critic
 from turnrl.algos.correction import AdaptiveKLController
 from turnrl.algos.presets import AlgoPreset
@@ -77,6 +79,7 @@ class Model:
     tokenizer: PreTrainedTokenizerBase
     policy: PreTrainedModel | PeftModel  # a peft model with LoRA
     engine: TrainingEngine
+    agent: AgentJob | None = None  # an agent program's job (agent.entry_point), else None
 
 
 @dataclass
@@ -103,6 +106,8 @@ class Run:
         """Close the engine and the metrics logger, and let other processes use the run
         dir."""
         try:
+            if self.model.agent is not None:
+                self.model.agent.close()
             self.model.engine.close()
             self.logger.close()
         finally:
@@ -137,12 +142,20 @@ def build_rewards(cfg: Config) -> CombinedReward | None:
 
 
 def env_factory(cfg: Config) -> Callable[[], Env]:
-    """Builds one env of the config (picklable: Ray workers build their envs with it)."""
+    """Builds one env of the config (picklable: Ray workers build their envs with it); an
+    agent program's run has none (:func:`no_env`)."""
+    if cfg.agent.entry_point is not None:
+        return no_env
     make = functools.partial(envs.make, cfg.env.id, **cfg.env.kwargs)
     lat = cfg.env.latency
     if lat.median_s > 0:
         return functools.partial(with_latency, make, lat.median_s, lat.sigma, lat.max_s)
     return make
+
+
+def no_env() -> Env:
+    """The env factory of an agent program's run, which plays no env."""
+    raise RuntimeError("an agent program's run (agent.entry_point) plays no env")
 
 
 def new_run_dir(cfg: Config) -> Path:
@@ -182,11 +195,13 @@ def engine_options(cfg: Config) -> dict[str, Any]:
 
 
 def load_model(cfg: Config, source: str | Path, device: torch.device, *,
-               fresh_lora: bool, engine: TrainingEngine | None = None) -> Model:
+               fresh_lora: bool, engine: TrainingEngine | None = None,
+               agent: AgentJob | None = None) -> Model:
     """The tokenizer, the policy and its engine from a model dir or a checkpoint (which
     holds LoRA adapters already: ``fresh_lora=False``). ``engine``: an engine to keep (a
     rollback) instead of starting one; it takes the loaded weights, unless it is the hf
-    engine, which is rebuilt around the new policy."""
+    engine, which is rebuilt around the new policy. ``agent``: the agent program's job to
+    keep (a rollback); else a new one when ``agent.entry_point`` is set."""
     dtype = resolve_dtype(cfg.model.dtype, device)
     lora = peft_lora_kwargs(cfg.model.lora) if cfg.model.lora.enabled and fresh_lora else None
     tokenizer = load_tokenizer(source)
@@ -195,7 +210,9 @@ def load_model(cfg: Config, source: str | Path, device: torch.device, *,
         engine.load_weights(policy)
     else:
         engine = build_engine(policy, tokenizer, engine_options(cfg))
-    return Model(tokenizer, policy, engine)
+    if agent is None and cfg.agent.entry_point is not None:
+        agent = AgentJob.from_config(cfg)
+    return Model(tokenizer, policy, engine, agent)
 
 
 def check_inputs(cfg: Config, *, resume: Path | None) -> list | None:
@@ -269,7 +286,13 @@ def sampling(cfg: Config, temperature: float) -> tuple[SamplingParams, dict[str,
                     "step_timeout_s": cfg.env.step_timeout_s, "sampling_seed": cfg.run.seed}
 
 
-def runner(cfg: Config, model: Model, temperature: float) -> Runner:
+def runner(cfg: Config, model: Model, temperature: float, *,
+           evaluation: bool = False) -> Runner | AgentRunner:
+    """The runner of the run's episodes: the env runner, or an agent program's runner (on
+    its held-out tasks when ``evaluation``)."""
+    if model.agent is not None:
+        return model.agent.runner(model.engine, model.tokenizer, temperature,
+                                  evaluation=evaluation)
     params, kwargs = sampling(cfg, temperature)
     return Runner(model.engine, model.tokenizer, params, **kwargs)
 
@@ -280,7 +303,7 @@ def run_eval(cfg: Config, model: Model, make_env: Callable[[], Env], progress: P
     e = cfg.eval
     seeds = range(cfg.env.eval_seed_start, cfg.env.eval_seed_start + e.episodes)
     with progress.task(f"eval ({label})", None) as advance:
-        summary, _ = evaluate(runner(cfg, model, e.temperature), make_env, seeds,
+        summary, _ = evaluate(runner(cfg, model, e.temperature, evaluation=True), make_env, seeds,
                               samples_per_task=e.samples_per_task, pass_k=e.pass_k)
         advance(f"success {summary['success']:.3f}")
     return summary
@@ -314,7 +337,7 @@ def warm_start(cfg: Config, model: Model, make_env: Callable[[], Env], progress:
         conversations = demos.conversations
         if demos.failures:
             log_metrics(0, demos.metrics)
-    tools = sft.env_tools(make_env, calls)
+    tools = sft.env_tools(make_env, calls) if cfg.agent.entry_point is None else None
     trajectories = sft.conversations_to_trajectories(model.tokenizer, conversations, tools=tools)
     total = c.epochs * -(-len(trajectories) // c.batch_size)
     with progress.task("SFT", total) as advance:
@@ -405,7 +428,8 @@ def build_collector(run: Run, play: Callable[[int, int], list[Trajectory]], *,
     return Collector(play, rewards=run.rewards, shaping=shaping(cfg, run.algo),
                      filters=run.algo.filters, n_groups=t.n_groups, group_size=t.group_size,
                      max_tries=t.max_sampling_tries,
-                     max_failed_batches=cfg.env.max_failed_batches, env_id=cfg.env.id,
+                     max_failed_batches=cfg.env.max_failed_batches,
+                    env_id=AGENT_ENV_ID if cfg.agent.entry_point else cfg.env.id,
                      source=source, cursor=cursor)
 
 

@@ -63,6 +63,7 @@ __all__ = [
     "normalize_answer",
     "parse_gold",
     "parses_as_math",
+    "read_records",
     "sample_path",
 ]
 
@@ -278,6 +279,12 @@ def _answers(value: Any) -> tuple[str, ...]:
         return ()
     answers = tuple(str(v).strip() for v in values)
     return answers if all(answers) else ()
+
+
+def read_records(path: Path, split: str | None = None) -> list[dict[str, Any]]:
+    """Every row of a JSONL/JSON/CSV/Parquet file or a saved datasets dir, as a dict;
+    ``DatasetEnvError`` naming what is wrong (agent tasks are read with it too)."""
+    return [dict(record) for _, record in _read(path, split)[0]]
 
 
 def _read(path: Path, split: str | None) -> tuple[list[Record], list[str]]:

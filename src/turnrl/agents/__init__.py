@@ -1,0 +1,1 @@
+"""Train agent programs through an OpenAI-compatible endpoint."""

@@ -1,0 +1,185 @@
+"""Token-exact capture of an agent program's model calls.
+
+An agent sends its whole conversation with every call. The capture keeps, per agent run (a
+:class:`Session`), the exact token ids the model was fed and sampled, in *segments*: token
+ledgers (:class:`~turnrl.models.chat.TemplateLedger`) that grow as the env runner's do.
+
+A call **continues** a segment when its messages start with everything that segment has seen
+(the messages of its last call and the reply the agent was given, echoed back unchanged) and
+the chat template renders the longer conversation as an extension of the segment's text: only
+the new messages' template delta is encoded, and the earlier replies stay the tokens that
+were sampled. Otherwise (the agent edited, dropped or summarised messages, changed its tools,
+or the template re-renders an earlier turn differently, e.g. strips a thinking block or
+writes a tool call with other spacing than the model did) the call **starts a new segment**
+whose prompt is the template's rendering of the messages it sent. Each segment is trained on
+exactly the context its replies were sampled in; nothing is ever re-tokenized.
+
+A call may continue any segment whose latest reply it echoes (the most recent first), so
+branches work: ``n > 1`` choices (one segment per choice) and concurrent calls of one run.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from jinja2 import TemplateError
+from transformers import PreTrainedTokenizerBase
+
+from turnrl.models.chat import ChatTemplateError, TemplateLedger
+from turnrl.types import Message
+
+__all__ = ["RenderError", "Segment", "Session", "Turn"]
+
+
+class RenderError(ValueError):
+    """The chat template refuses the messages (e.g. parallel tool calls for Llama 3.1)."""
+
+
+@dataclass
+class Segment:
+    """One token ledger of a session, and what its next call must echo to continue it.
+
+    ``seen`` is the conversation (normalised messages) the segment's last call sent followed
+    by the reply it got; ``calls`` are the session-wide indices of the calls sampled in it
+    (one per turn, in order); ``pending`` is True while a call on it awaits its reply.
+    """
+
+    ledger: TemplateLedger
+    tools: list[dict] | None
+    seen: list[dict] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)
+    pending: bool = False
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A call being served: the prompt ids to sample from, the segment it grows and the
+    session-wide index of the call."""
+
+    prompt_ids: list[int]
+    segment: Segment
+    call: int
+    messages: list[dict]
+    cached_tokens: int  # prompt tokens the segment already held (reused verbatim)
+
+
+class Session:
+    """The capture of one agent run: its segments, in the order they were started.
+
+    Args:
+        tokenizer: renders messages with its chat template and encodes the deltas.
+        eos_token_id: ends a sampled reply (not part of the message's content).
+
+    Thread-safe: an agent may call the model from several threads at once.
+    """
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, *, eos_token_id: int | None) -> None:
+        self.tokenizer = tokenizer
+        self.eos_token_id = eos_token_id
+        self.segments: list[Segment] = []
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def begin(self, messages: list[dict], tools: list[dict] | None) -> Turn:
+        """The prompt of a call that sends ``messages`` (normalised, as the agent sent them)
+        with ``tools``: continuing the latest segment it extends, else a new segment."""
+        with self._lock:
+            call, self.calls = self.calls, self.calls + 1
+            for segment in reversed(self.segments):
+                if segment.pending or segment.tools != tools or not segment.seen:
+                    continue
+                n = len(segment.seen)
+                if len(messages) <= n or messages[:n] != segment.seen:
+                    continue
+                try:
+                    prompt, cached = self._extend(segment, messages[n:])
+                except (ChatTemplateError, TemplateError):  # not an extension (or unrenderable)
+                    continue
+                segment.pending = True
+                return Turn(prompt, segment, call, messages, cached)
+            ledger = TemplateLedger(self.tokenizer, tools=tools)
+            try:
+                ledger.add_messages(_as_messages(messages), turn=-1, add_generation_prompt=True)
+            except (ChatTemplateError, TemplateError) as error:
+                raise RenderError(f"the model's chat template cannot render these messages: "
+                                  f"{error}") from None
+            segment = Segment(ledger, copy.deepcopy(tools), pending=True)
+            self.segments.append(segment)
+            return Turn(list(ledger.token_ids), segment, call, messages, 0)
+
+    def begin_raw(self, prompt: list[int]) -> Turn:
+        """The prompt of a ``/v1/completions`` call: ``prompt`` as given (no chat template),
+        always a segment of its own."""
+        with self._lock:
+            call, self.calls = self.calls, self.calls + 1
+            ledger = TemplateLedger(self.tokenizer)
+            ledger.token_ids, ledger.loss_mask = list(prompt), [0] * len(prompt)
+            ledger.logprobs, ledger.turn_index = [0.0] * len(prompt), [-1] * len(prompt)
+            ledger.text = self.tokenizer.decode(prompt, skip_special_tokens=False)
+            segment = Segment(ledger, None, pending=True)
+            self.segments.append(segment)
+            return Turn(list(prompt), segment, call, [], 0)
+
+    def _extend(self, segment: Segment, new: list[dict]) -> tuple[list[int], int]:
+        """Append the template delta of ``new`` messages (and the next assistant header) to
+        ``segment``; raises :class:`ChatTemplateError` (nothing changed) when the template
+        does not render the conversation as an extension."""
+        ledger = segment.ledger
+        cached = len(ledger.token_ids)
+        full, delta = ledger.delta(_as_messages(new), add_generation_prompt=True)
+        ledger.commit(_as_messages(new), full, delta, turn=len(segment.calls) - 1)
+        return list(ledger.token_ids), cached
+
+    def finish(self, turn: Turn, sampled: list[list[int]], logprobs: list[list[float]],
+               replies: list[dict | None]) -> None:
+        """Record the call's sampled choices (token ids with the log-probs they were sampled
+        with, and the normalised reply message the agent was given for each; None for a
+        ``/v1/completions`` call, which is never continued). The first choice grows
+        ``turn.segment``; each further choice gets a segment of its own (a copy of the
+        context it was sampled in)."""
+        with self._lock:
+            base = _fork(turn.segment) if len(sampled) > 1 else None
+            for i, (ids, lps, reply) in enumerate(zip(sampled, logprobs, replies, strict=True)):
+                if i == 0:
+                    segment = turn.segment
+                else:
+                    assert base is not None
+                    segment = _fork(base)
+                    self.segments.append(segment)
+                segment.ledger.add_sampled(ids, lps, turn=len(segment.calls),
+                                           eos_token_id=self.eos_token_id)
+                if reply is not None:  # the next call renders the reply as the agent echoes
+                    segment.ledger.messages[-1] = reply  # type: ignore[assignment]
+                    segment.seen = [*turn.messages, reply]
+                segment.calls.append(turn.call)
+                segment.pending = False
+
+    def abandon(self, turn: Turn) -> None:
+        """A call that failed before sampling: its segment may be continued again (a new
+        segment whose only content is the failed call's prompt is dropped)."""
+        with self._lock:
+            turn.segment.pending = False
+            if not turn.segment.calls and turn.segment in self.segments:
+                self.segments.remove(turn.segment)
+
+    def sampled_segments(self) -> list[Segment]:
+        """The segments with at least one sampled reply, in the order they were started."""
+        return [s for s in self.segments if s.calls]
+
+
+def _fork(segment: Segment) -> Segment:
+    """A copy of ``segment`` that grows on its own (the tokenizer is shared)."""
+    ledger = segment.ledger
+    return Segment(
+        TemplateLedger(ledger.tokenizer, messages=list(ledger.messages),
+                       token_ids=list(ledger.token_ids), loss_mask=list(ledger.loss_mask),
+                       logprobs=list(ledger.logprobs), turn_index=list(ledger.turn_index),
+                       text=ledger.text, tools=ledger.tools),
+        segment.tools, list(segment.seen), list(segment.calls), segment.pending)
+
+
+def _as_messages(messages: list[dict[str, Any]]) -> list[Message]:
+    return messages  # type: ignore[return-value]  # normalised: role/content and extras

@@ -1,0 +1,278 @@
+"""Runs agent programs on tasks against the model server and turns what they did into
+trajectories.
+
+An agent is a Python function (sync or async) that gets an OpenAI-compatible client and a
+task, and returns a reward::
+
+    def solve(client, task):
+        reply = client.chat.completions.create(model="policy", messages=[...])
+        return 1.0 if reply.choices[0].message.content == task["answer"] else 0.0
+
+It may ask for ``base_url`` and ``api_key`` instead of ``client`` (for another SDK), and
+return a float, an :class:`AgentResult` (per-call rewards, success, info) or a dict with
+those keys. Each run has its own capture session; its segments
+(:mod:`turnrl.agents.capture`) become one trajectory each, sharing the episode's group.
+
+A run that raises, times out (``timeout_s``) or never calls the model is a *failed episode*
+(``Trajectory.error``), not a zero reward: the collector leaves it out (``env.on_error``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib
+import inspect
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from turnrl.agents.capture import Segment, Session
+from turnrl.agents.server import ModelServer
+from turnrl.types import EpisodeCounts, Trajectory
+
+__all__ = ["AgentError", "AgentResult", "AgentRunner", "load_agent", "to_result"]
+
+log = logging.getLogger(__name__)
+
+CLIENT_ARGS = ("client", "base_url", "api_key", "task")
+
+
+class AgentError(ValueError):
+    """The agent entry point cannot be used (not found, wrong signature)."""
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """What an agent run earned.
+
+    ``reward`` is the outcome, given at the last call; ``call_rewards`` (optional, one per
+    model call in the order they were made) are added at each call; ``success`` defaults to
+    ``reward > 0``; ``info`` is kept in ``Trajectory.info`` (e.g. the agent's final answer).
+    """
+
+    reward: float
+    call_rewards: list[float] | None = None
+    success: bool | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def to_result(value: object) -> AgentResult:
+    """An agent's return value as an :class:`AgentResult`; :class:`AgentError` if it is none
+    of a number, a dict with ``reward`` or an :class:`AgentResult`."""
+    if isinstance(value, AgentResult):
+        result = value
+    elif isinstance(value, bool | int | float):
+        result = AgentResult(float(value))
+    elif isinstance(value, Mapping) and "reward" in value:
+        unknown = set(value) - {"reward", "call_rewards", "success", "info"}
+        if unknown:
+            raise AgentError(f"the agent returned a dict with unknown key(s) {sorted(unknown)}; "
+                             "use reward, call_rewards, success and info")
+        result = AgentResult(value["reward"], value.get("call_rewards"), value.get("success"),
+                             dict(value.get("info") or {}))
+    else:
+        raise AgentError(f"the agent returned {value!r:.80}; return a float reward, a dict "
+                         "with 'reward' (and optionally 'call_rewards', 'success', 'info') or "
+                         "an AgentResult")
+    if isinstance(result.reward, bool) or not isinstance(result.reward, int | float) \
+            or not math.isfinite(result.reward):
+        raise AgentError(f"the agent's reward must be a finite number, got {result.reward!r}")
+    if result.call_rewards is not None and not all(
+            isinstance(r, int | float) and not isinstance(r, bool) and math.isfinite(r)
+            for r in result.call_rewards):
+        raise AgentError(f"call_rewards must be finite numbers, got {result.call_rewards!r:.80}")
+    return result
+
+
+def load_agent(entry_point: str) -> Callable[..., Any]:
+    """The function ``module:attribute`` names; :class:`AgentError` saying what is wrong."""
+    module_name, _, attribute = entry_point.partition(":")
+    if not module_name or not attribute:
+        raise AgentError(f"agent.entry_point {entry_point!r} must be 'module:function', e.g. "
+                         "'mypkg.agents:solve'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise AgentError(f"agent.entry_point {entry_point!r}: cannot import {module_name!r} "
+                         f"({error}); is it installed or on PYTHONPATH?") from None
+    fn: Any = module
+    for part in attribute.split("."):
+        if not hasattr(fn, part):
+            raise AgentError(f"agent.entry_point {entry_point!r}: {module_name!r} has no "
+                             f"{attribute!r}")
+        fn = getattr(fn, part)
+    if not callable(fn):
+        raise AgentError(f"agent.entry_point {entry_point!r} is not callable")
+    agent_arguments(fn, entry_point)
+    return fn
+
+
+def agent_arguments(fn: Callable[..., Any], name: str) -> list[str]:
+    """Which of ``client``, ``base_url``, ``api_key`` and ``task`` ``fn`` takes, in order:
+    by name, else positionally ``(client, task)``."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return ["client", "task"]
+    names = [p.name for p in parameters
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if set(names) & set(CLIENT_ARGS):
+        required = [p.name for p in parameters if p.default is p.empty
+                    and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        unknown = [n for n in required if n not in CLIENT_ARGS]
+        if unknown:
+            raise AgentError(f"agent {name}: parameter(s) {unknown} cannot be given; an agent "
+                             f"takes some of {', '.join(CLIENT_ARGS)}")
+        return [n for n in names if n in CLIENT_ARGS]
+    if len(names) < 2 and not any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        raise AgentError(f"agent {name} must take (client, task), or parameters named "
+                         f"{', '.join(CLIENT_ARGS)}")
+    return ["client", "task"]
+
+
+class AgentRunner:
+    """Plays agent runs on tasks through ``server`` and records them as trajectories.
+
+    Args:
+        server: the running model server (the runs' HTTP calls go there).
+        agent: the agent function (:func:`load_agent`).
+        tasks: the task list; task seed ``s`` is ``tasks[s % len(tasks)]``.
+        name: the trajectories' ``env_id``.
+        timeout_s: a run still going after this long fails (None: no limit).
+        model: the model name the agent's client is told to use.
+        sampling: ``(temperature, top_p)`` every call is sampled with, whatever the agent
+            asks (training: the learner's temperature); None: the agent's.
+    """
+
+    def __init__(self, server: ModelServer, agent: Callable[..., Any], tasks: Sequence[Any], *,
+                 name: str = "agent", timeout_s: float | None = None,
+                 model: str = "policy", sampling: tuple[float, float] | None = None) -> None:
+        if not tasks:
+            raise AgentError("the agent has no tasks (agent.tasks is empty)")
+        self.server, self.agent, self.tasks, self.name = server, agent, tasks, name
+        self.timeout_s, self.model, self.sampling = timeout_s, model, sampling
+        self.arguments = agent_arguments(agent, name)
+        self.is_async = inspect.iscoroutinefunction(agent)
+        self._threads: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def close(self) -> None:
+        """Stop the worker threads of sync agents (runs still going are left to end)."""
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
+            self._threads = None
+
+    def collect(self, _make_env: object, seeds: Sequence[int], group_size: int, *,
+                first_group_id: int = 0) -> list[Trajectory]:
+        """Run ``group_size`` copies of the agent on each task seed, concurrently; the
+        trajectories grouped seed by seed (a run with several segments gives several)."""
+        jobs = [(seed, first_group_id + i, member) for i, seed in enumerate(seeds)
+                for member in range(group_size)]
+        if not self.is_async:
+            workers = max(len(jobs), 1)
+            if self._threads is None or self._threads._max_workers < workers:
+                self.close()
+                self._threads = concurrent.futures.ThreadPoolExecutor(
+                    workers, thread_name_prefix="turnrl-agent")
+        self.server.sampling = self.sampling
+        runs = self.server.run(self._collect(jobs)).result()
+        return [t for run in runs for t in run]
+
+    async def _collect(self, jobs: list[tuple[int, int, int]]) -> list[list[Trajectory]]:
+        return list(await asyncio.gather(*(self.run_episode(seed, group_id)
+                                           for seed, group_id, _ in jobs)))
+
+    async def run_episode(self, seed: int, group_id: int) -> list[Trajectory]:
+        """One agent run on task ``seed``: its segments' trajectories, or one failed one."""
+        task = self.tasks[seed % len(self.tasks)]
+        key, session = self.server.open_session()
+        try:
+            value = await self._call(key, task)
+            result = to_result(value)
+            segments = session.sampled_segments()
+            if not segments:
+                raise AgentError("the agent never called the model")
+        except Exception as error:
+            message = (f"agent {self.name} on task {seed}: {type(error).__name__}: {error}"
+                       if not isinstance(error, TimeoutError)
+                       else f"agent {self.name} on task {seed}: did not finish within "
+                            f"{self.timeout_s:g} s (agent.timeout_s)")
+            log.warning("%s", message)
+            return [Trajectory(env_id=self.name, seed=seed, group_id=group_id, messages=[],
+                               terminated=False, truncated=True, error=message)]
+        finally:
+            self.server.close_session(key)
+        return trajectories(session, result, env_id=self.name, seed=seed, group_id=group_id)
+
+    async def _call(self, key: str, task: Any) -> Any:
+        url = self.server.url(key)
+        if self.is_async:
+            client = self._client(url, key, asynchronous=True) if "client" in self.arguments \
+                else None
+            try:
+                return await asyncio.wait_for(self.agent(*self._args(url, key, task, client)),
+                                              self.timeout_s)
+            finally:
+                if client is not None:
+                    await client.close()
+        loop = asyncio.get_running_loop()
+
+        def run() -> Any:
+            client = self._client(url, key, asynchronous=False) if "client" in self.arguments \
+                else None
+            try:
+                return self.agent(*self._args(url, key, task, client))
+            finally:
+                if client is not None:
+                    client.close()
+
+        return await asyncio.wait_for(loop.run_in_executor(self._threads, run), self.timeout_s)
+
+    def _args(self, url: str, key: str, task: Any, client: Any) -> list[Any]:
+        given = {"client": client, "base_url": url, "api_key": key, "task": task}
+        return [given[name] for name in self.arguments]
+
+    def _client(self, url: str, key: str, *, asynchronous: bool) -> Any:
+        try:
+            import openai
+        except ImportError:
+            raise AgentError("the agent takes a client, which needs the openai package: pip "
+                             "install openai (or take base_url and api_key)") from None
+        kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+        return kind(base_url=url, api_key=key, max_retries=0,
+                    timeout=self.timeout_s if self.timeout_s else 600.0)
+
+
+def trajectories(session: Session, result: AgentResult, *, env_id: str, seed: int,
+                 group_id: int) -> list[Trajectory]:
+    """One trajectory per sampled segment of ``session``. Each turn's reward is the
+    call's ``call_rewards`` entry (if given); the outcome ``result.reward`` is added at the
+    last turn of every segment (each is trained on the episode's outcome)."""
+    segments = session.sampled_segments()
+    per_call = result.call_rewards or []
+    if result.call_rewards is not None and len(per_call) != session.calls:
+        raise AgentError(f"call_rewards has {len(per_call)} entries, but the agent made "
+                         f"{session.calls} model calls")
+    success = result.success if result.success is not None else result.reward > 0
+    out = []
+    for index, segment in enumerate(segments):
+        rewards = [float(per_call[c]) if per_call else 0.0 for c in segment.calls]
+        rewards[-1] += float(result.reward)
+        out.append(_trajectory(segment, rewards, env_id=env_id, seed=seed, group_id=group_id,
+                               success=bool(success),
+                               info={**result.info, "segment": index,
+                                     "segments": len(segments)}))
+    return out
+
+
+def _trajectory(segment: Segment, rewards: list[float], *, env_id: str, seed: int,
+                group_id: int, success: bool, info: dict[str, Any]) -> Trajectory:
+    ledger = segment.ledger
+    return Trajectory(
+        env_id=env_id, seed=seed, group_id=group_id, messages=list(ledger.messages),
+        token_ids=list(ledger.token_ids), loss_mask=list(ledger.loss_mask),
+        logprobs=list(ledger.logprobs), turn_index=list(ledger.turn_index),
+        turn_rewards=rewards, terminated=True, truncated=False, success=success,
+        counts=EpisodeCounts(), info=info)

@@ -1,0 +1,72 @@
+"""Agent programs the tests train and run (importable as ``agent_programs:<name>``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import openai
+
+from turnrl.agents.runner import AgentResult
+
+
+def answer(client, task):
+    """Asks once; 1.0 when the reply is the task's answer."""
+    reply = client.chat.completions.create(
+        model="policy", max_tokens=4,
+        messages=[{"role": "user", "content": task["question"]}])
+    return float(reply.choices[0].message.content.strip() == task["answer"])
+
+
+def two_calls(client, task):
+    """Two calls in one conversation (echoing the first reply), a reward per call."""
+    messages = [{"role": "user", "content": task["question"]}]
+    reply = client.chat.completions.create(model="policy", messages=messages, max_tokens=3)
+    messages += [reply.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "user", "content": "again"}]
+    client.chat.completions.create(model="policy", messages=messages, max_tokens=3)
+    return AgentResult(reward=0.5, call_rewards=[0.25, -0.25], success=True,
+                       info={"answer": task["answer"]})
+
+
+async def async_answer(base_url, api_key, task):
+    """An async agent that builds its own client from base_url and api_key."""
+    async with openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0) as client:
+        reply = await client.chat.completions.create(
+            model="policy", max_tokens=3, messages=[{"role": "user", "content": task["question"]}])
+    return {"reward": float(bool(reply.choices[0].message.content)), "success": False}
+
+
+def raises(client, task):
+    client.chat.completions.create(model="policy", max_tokens=2,
+                                   messages=[{"role": "user", "content": "x"}])
+    raise ValueError(f"the agent broke on {task['question']}")
+
+
+def never_calls(client, task):
+    return 1.0
+
+
+def returns_garbage(client, task):
+    client.chat.completions.create(model="policy", max_tokens=2,
+                                   messages=[{"role": "user", "content": "x"}])
+    return "great"
+
+
+def sleeps(client, task):
+    client.chat.completions.create(model="policy", max_tokens=2,
+                                   messages=[{"role": "user", "content": "x"}])
+    time.sleep(3)
+    return 1.0
+
+
+async def async_sleeps(client, task):
+    await asyncio.sleep(30)
+    return 1.0
+
+
+def needs_more(client, task, budget):
+    return 0.0
+
+
+not_callable = 3

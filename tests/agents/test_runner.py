@@ -1,0 +1,99 @@
+"""Agent programs run on tasks through the endpoint: their runs become trajectories (one per
+segment, grouped by task, rewarded as they say), and a run that fails, times out, never calls
+the model or returns garbage is a failed episode with a message that says why."""
+
+from __future__ import annotations
+
+import agent_programs
+import pytest
+
+from turnrl.agents.protocol import Limits
+from turnrl.agents.runner import AgentError, AgentRunner, load_agent, to_result
+from turnrl.agents.server import ModelServer
+from turnrl.rollout.hf import HFEngine
+
+TASKS = [{"question": "1+1", "answer": "2"}, {"question": "2+3", "answer": "5"}]
+
+
+@pytest.fixture(scope="module")
+def server(load_tiny, tokenizer):
+    model = load_tiny().eval()
+    engine = HFEngine(model, eos_token_id=tokenizer.eos_token_id,
+                      pad_token_id=tokenizer.pad_token_id, seed=0)
+    with ModelServer(engine, tokenizer, model_name="policy", limits=Limits(max_tokens=8),
+                     max_context_tokens=256, max_calls=4) as server:
+        yield server
+
+
+def run(server, agent, *, seeds=(0, 1), group_size=2, **kwargs):
+    runner = AgentRunner(server, agent, TASKS, name="agent-v0", **kwargs)
+    try:
+        return runner.collect(None, list(seeds), group_size, first_group_id=10)
+    finally:
+        runner.close()
+
+
+def test_runs_become_grouped_trajectories_of_exact_tokens(server) -> None:
+    trajectories = run(server, agent_programs.answer)
+    assert [(t.seed, t.group_id) for t in trajectories] == [(0, 10), (0, 10), (1, 11), (1, 11)]
+    for t in trajectories:
+        assert t.error is None and t.terminated and t.num_turns == 1
+        assert t.turn_rewards in ([0.0], [1.0]) and t.success == (t.turn_rewards == [1.0])
+        assert len(t.token_ids) == len(t.loss_mask) == len(t.logprobs) == len(t.turn_index)
+        assert sum(t.loss_mask) >= 1 and t.messages[-1]["role"] == "assistant"
+        assert TASKS[t.seed]["question"] in t.messages[0]["content"]
+    assert server.sessions == {}  # every run's session was closed
+
+
+def test_per_call_rewards_and_the_outcome_land_on_their_turns(server) -> None:
+    (t,) = run(server, agent_programs.two_calls, seeds=[1], group_size=1)
+    assert t.num_turns == 2 and t.turn_rewards == [0.25, -0.25 + 0.5]
+    assert t.success and t.info["answer"] == "5" and t.info["segments"] == 1
+
+
+def test_an_async_agent_with_base_url_and_api_key(server) -> None:
+    trajectories = run(server, agent_programs.async_answer, seeds=[0], group_size=3)
+    assert len(trajectories) == 3
+    assert all(t.error is None and not t.success and t.num_turns == 1 for t in trajectories)
+
+
+@pytest.mark.parametrize(("agent", "says"), [
+    (agent_programs.raises, "ValueError: the agent broke on 1+1"),
+    (agent_programs.never_calls, "never called the model"),
+    (agent_programs.returns_garbage, "return a float reward"),
+])
+def test_a_failed_run_is_a_failed_episode_that_says_why(server, agent, says) -> None:
+    (t,) = run(server, agent, seeds=[0], group_size=1)
+    assert t.error is not None and says in t.error and "task 0" in t.error
+    assert t.truncated and not t.success and t.token_ids == []
+
+
+@pytest.mark.parametrize("agent", [agent_programs.sleeps, agent_programs.async_sleeps])
+def test_a_run_past_timeout_s_fails_and_the_others_go_on(server, agent) -> None:
+    (t,) = run(server, agent, seeds=[0], group_size=1, timeout_s=0.5)
+    assert t.error is not None and "agent.timeout_s" in t.error
+    assert server.sessions == {}
+    ok = run(server, agent_programs.answer, seeds=[0], group_size=1)
+    assert ok[0].error is None
+
+
+def test_results_are_checked() -> None:
+    assert to_result(1).reward == 1.0 and to_result(True).reward == 1.0
+    assert to_result({"reward": 0.5, "success": True}).success is True
+    for bad, says in [("x", "return a float"), (float("nan"), "finite"),
+                      ({"reward": 1, "bonus": 2}, "unknown key"),
+                      ({"reward": 1, "call_rewards": [True]}, "call_rewards")]:
+        with pytest.raises(AgentError, match=says):
+            to_result(bad)
+
+
+@pytest.mark.parametrize(("entry_point", "says"), [
+    ("agent_programs", "must be 'module:function'"),
+    ("no_such_module_xyz:solve", "cannot import 'no_such_module_xyz'"),
+    ("agent_programs:nothing", "has no 'nothing'"),
+    ("agent_programs:not_callable", "is not callable"),
+    ("agent_programs:needs_more", "parameter(s) ['budget'] cannot be given"),
+])
+def test_a_bad_entry_point_says_what_is_wrong(entry_point, says) -> None:
+    with pytest.raises(AgentError, match=pytest.importorskip("re").escape(says)):
+        load_agent(entry_point)
