@@ -1,4 +1,4 @@
-"""The ``turnrl`` command line: train, sft, eval, status, envs, play, algos, init-model.
+"""The ``turnrl`` command line: train, sft, eval, serve, status, envs, play, algos, init-model.
 
 A user's mistake (bad config, unknown env, missing model dir, unreadable dataset) prints one
 clear ``error:`` line and exits with status 2, without a traceback.
@@ -103,15 +103,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from turnrl.config import load_config
     from turnrl.config.checks import validate
     from turnrl.models.files import read_config
-    from turnrl.train.checkpoint import latest_checkpoint
     from turnrl.train.setup import check_inputs, evaluate_run, open_run
 
-    target = Path(args.model)
-    if (target / "checkpoints").is_dir():
-        checkpoint = latest_checkpoint(target)
-        if checkpoint is None:
-            raise UsageError(f"run {args.model!r} has no complete checkpoint yet")
-        target = checkpoint
+    target = model_target(args.model)
     overrides = [f"model.path={target}", f"env.id={args.env}", f"eval.episodes={args.episodes}",
                  f"eval.samples_per_task={args.samples}",
                  f"eval.pass_k=[{','.join(str(k) for k in args.pass_k or [1])}]",
@@ -121,7 +115,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.seed_start is not None:
         overrides.append(f"env.eval_seed_start={args.seed_start}")
     cfg = load_config(None, overrides)
-    limit = getattr(read_config(str(target)) if target.is_dir() else None,
+    limit = getattr(read_config(str(target)) if Path(target).is_dir() else None,
                     "max_position_embeddings", None)
     if isinstance(limit, int) and limit < cfg.rollout.max_context_tokens:  # a short model
         cfg = load_config(None, [*overrides, f"rollout.max_context_tokens={limit}"])
@@ -132,6 +126,60 @@ def cmd_eval(args: argparse.Namespace) -> int:
     run.close()
     print_results(None, summary, run_dir=run.run_dir, wall_time_s=None,
                   labels=("", str(args.model)))
+    return 0
+
+
+def model_target(model: str) -> Path | str:
+    """A run dir's newest checkpoint, else ``model`` as given (a model dir, hub id, tiny)."""
+    from turnrl.train.checkpoint import latest_checkpoint
+
+    target = Path(model)
+    if (target / "checkpoints").is_dir():
+        checkpoint = latest_checkpoint(target)
+        if checkpoint is None:
+            raise UsageError(f"run {model!r} has no complete checkpoint yet")
+        return checkpoint
+    return model
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import tempfile
+    import threading
+
+    from turnrl.agents.protocol import Limits
+    from turnrl.agents.server import ModelServer
+    from turnrl.config import load_config
+    from turnrl.config.checks import validate
+    from turnrl.train.setup import check_inputs, load_model, model_source, setup_torch
+
+    target = model_target(args.model)
+    cfg = load_config(None, [f"model.path={target}", f"rollout.engine={args.engine}",
+                             f"rollout.max_new_tokens={args.max_tokens}",
+                             f"rollout.max_context_tokens={args.max_context_tokens}",
+                             "sft.enabled=false"])
+    validate(cfg)
+    check_inputs(cfg, resume=None)
+    with tempfile.TemporaryDirectory(prefix="turnrl-serve-") as scratch:
+        device = setup_torch(cfg)
+        model = load_model(cfg, model_source(cfg, Path(scratch)), device, fresh_lora=False)
+        name = args.model_name or Path(str(args.model)).name or "policy"
+        server = ModelServer(model.engine, model.tokenizer, model_name=name,
+                             limits=Limits(max_tokens=args.max_tokens),
+                             max_context_tokens=args.max_context_tokens, host=args.host,
+                             port=args.port, open_access=True)
+        try:
+            server.start()
+        except OSError as error:
+            raise UsageError(str(error)) from None
+        print(f"serving {args.model} as {name!r} at {server.url()} (Ctrl-C stops)", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.close()
+            model.engine.close()
+    print("stopped", flush=True)
     return 0
 
 
@@ -312,6 +360,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed-start", type=int, help="first held-out seed")
     p.add_argument("--out-dir", default="runs", help="where the eval run dir is written")
     p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser("serve", help="serve a run or model on an OpenAI-compatible endpoint",
+                       description="Serve /v1/chat/completions, /v1/completions and /v1/models "
+                       "on HOST:PORT with the run's newest checkpoint (or a model dir, hub id "
+                       "or 'tiny'): for evaluation, demos, or pointing an agent at it.")
+    p.add_argument("model", metavar="RUN_OR_MODEL",
+                   help="a run dir (its newest checkpoint), a model dir, a hub id or 'tiny'")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: a free one)")
+    p.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="sampling engine")
+    p.add_argument("--model-name", help="the model id clients use (default: the dir's name)")
+    p.add_argument("--max-tokens", type=int, default=256,
+                   help="most new tokens per call (larger requests are clamped)")
+    p.add_argument("--max-context-tokens", type=int, default=2048,
+                   help="longest prompt plus reply")
+    p.set_defaults(fn=cmd_serve)
 
     p = sub.add_parser("status", help="where a run stands: step, timings, Ray workers",
                        description="Read RUN/metrics.jsonl (live or finished) and show the "
