@@ -157,6 +157,10 @@ def test_bad_requests_get_openai_errors_and_the_server_stays_up(server) -> None:
                                        messages=[{"role": "user", "content": "x"}])
     assert error.value.body["param"] == "temperature"
     with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model="policy", logprobs=True, top_logprobs=2,
+                                       messages=[{"role": "user", "content": "x"}])
+    assert error.value.body["param"] == "top_logprobs"
+    with pytest.raises(openai.BadRequestError) as error:
         client.chat.completions.create(model="policy", messages=[
             {"role": "user", "content": "x" * 600}])
     assert error.value.body["code"] == "context_length_exceeded"

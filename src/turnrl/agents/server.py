@@ -50,6 +50,8 @@ __all__ = ["ModelServer"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+_NO_TOP_LOGPROBS = ("alternative tokens' log-probs are not served: the engine gives the "
+                    "sampled token's log-prob only")
 
 
 class ModelServer:
@@ -206,6 +208,9 @@ class ModelServer:
         try:
             key, session = self._session(request)
             req = parse_chat_request(await _body(request), self.limits)
+            if req.top_logprobs:
+                raise OpenAIError(_NO_TOP_LOGPROBS, param="top_logprobs",
+                                  code="unsupported_value")
             self._check_calls(key, session)
             try:
                 turn = session.begin(req.messages, req.tools)
@@ -236,6 +241,9 @@ class ModelServer:
         try:
             key, session = self._session(request)
             req = parse_completion_request(await _body(request), self.limits)
+            if req.logprobs:  # the legacy form: logprobs=k asks for k alternatives
+                raise OpenAIError(_NO_TOP_LOGPROBS + "; send logprobs=0",
+                                  param="logprobs", code="unsupported_value")
             prompt = (encode(self.tokenizer, req.prompt) if isinstance(req.prompt, str)
                       else list(req.prompt))
             if not prompt:
