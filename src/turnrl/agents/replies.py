@@ -18,6 +18,8 @@ from turnrl.envs.tools.parsing import find_calls
 
 __all__ = ["Reply", "cut_at_stop", "reply_message", "split_tool_calls"]
 
+_DECODER = json.JSONDecoder(strict=False)  # as the call parser reads JSON
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -59,6 +61,7 @@ def split_tool_calls(text: str, tools: list[dict] | None) -> tuple[str, list[dic
     ..., "arguments": {...}}</tool_call>`` or the bare object, :mod:`turnrl.envs.tools.parsing`);
     only calls of a tool in ``tools`` whose JSON reads cleanly count, and their text is taken
     out of the content. A reply whose calls cannot be read keeps its whole text as content.
+    A call keeps the ``"id"`` the model wrote in it (Mistral), else it gets a fresh one.
     """
     if not tools:
         return text, None
@@ -72,11 +75,29 @@ def split_tool_calls(text: str, tools: list[dict] | None) -> tuple[str, list[dic
         content.append(text[at:call.start])
         at = call.end
     content.append(text[at:])
-    # 9 letters and digits: the ids Mistral's chat template accepts (any string is OpenAI's)
-    tool_calls = [{"id": uuid.uuid4().hex[:9], "type": "function",
+    ids: list[str] = []
+    for call in calls:
+        ids.append(_call_id(text[call.start:call.end], ids))
+    tool_calls = [{"id": call_id, "type": "function",
                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-                  for c in calls]
+                  for call_id, c in zip(ids, calls, strict=True)]
     return "".join(content).strip(), tool_calls
+
+
+def _call_id(written: str, taken: list[str]) -> str:
+    """The ``"id"`` the model wrote in a call's JSON (Mistral's template teaches it to write
+    one, and renders the echoed call with it: another id would change the text the model
+    sampled), when it is a string not used by an earlier call of the reply; else a fresh id
+    of 9 letters and digits (the ids Mistral's chat template accepts; any string is OpenAI's)."""
+    at = written.find("{")
+    try:
+        obj = _DECODER.raw_decode(written, at)[0] if at >= 0 else None
+    except (RecursionError, ValueError):
+        obj = None
+    call_id = obj.get("id") if isinstance(obj, dict) else None
+    if isinstance(call_id, str) and call_id and call_id not in taken:
+        return call_id
+    return uuid.uuid4().hex[:9]
 
 
 def reply_message(reply: Reply) -> dict:

@@ -28,7 +28,9 @@ def render(tokenizer: PreTrainedTokenizerBase, messages: list[Message], *,
 
     Renderings are cached (LRU, keyed by the tokenizer, template and the messages' JSON): the
     episodes of a group render the same prompt and the same next-turn header, and Jinja
-    rendering is the largest per-episode cost of a rollout with short replies.
+    rendering is the largest per-episode cost of a rollout with short replies. The key keeps
+    each dict's key order, which the template sees (``tojson`` of tool-call arguments and
+    tool schemas writes the keys in that order, as the model wrote or the env gave them).
     """
     if tokenizer.chat_template is None:
         raise ChatTemplateError(
@@ -36,7 +38,7 @@ def render(tokenizer: PreTrainedTokenizerBase, messages: list[Message], *,
             "model or set tokenizer.chat_template"
         )
     try:
-        key = json.dumps([messages, tools or None], sort_keys=True)
+        key = json.dumps([messages, tools or None])  # key order kept: templates see it
     except (TypeError, ValueError):  # not JSON (an object in a message): render uncached
         return _render(tokenizer, messages, add_generation_prompt, tools)
     return _render_json(tokenizer, tokenizer.chat_template, key, add_generation_prompt)
