@@ -90,8 +90,8 @@ def test_yaml_and_overrides_round_trip(tmp_path: Path) -> None:
 
 def test_dump_keeps_declaration_order() -> None:
     top = [line.split(":")[0] for line in dump_config(Config()).splitlines() if line[:1].isalpha()]
-    assert top == ["run", "model", "env", "rollout", "sft", "reward", "algo", "critic", "train",
-                   "eval", "alarms", "distributed", "log"]
+    assert top == ["run", "model", "env", "agent", "rollout", "sft", "reward", "algo", "critic",
+                   "train", "eval", "alarms", "distributed", "log"]
 
 
 def test_overrides_parse_types() -> None:
