@@ -42,6 +42,7 @@ def test_runs_become_grouped_trajectories_of_exact_tokens(server) -> None:
         assert len(t.token_ids) == len(t.loss_mask) == len(t.logprobs) == len(t.turn_index)
         assert sum(t.loss_mask) >= 1 and t.messages[-1]["role"] == "assistant"
         assert TASKS[t.seed]["question"] in t.messages[0]["content"]
+        assert t.policy_versions == [0] * sum(t.loss_mask)  # the engine's version, per token
     assert server.sessions == {}  # every run's session was closed
 
 

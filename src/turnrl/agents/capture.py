@@ -52,6 +52,7 @@ class Segment:
     seen: list[dict] = field(default_factory=list)
     calls: list[int] = field(default_factory=list)
     pending: bool = False
+    versions: list[int] = field(default_factory=list)  # engine weight version per sampled token
 
 
 @dataclass(frozen=True)
@@ -134,12 +135,14 @@ class Session:
         return list(ledger.token_ids), cached
 
     def finish(self, turn: Turn, sampled: list[list[int]], logprobs: list[list[float]],
-               replies: list[dict | None]) -> None:
+               replies: list[dict | None], versions: list[list[int] | None] | None = None
+               ) -> None:
         """Record the call's sampled choices (token ids with the log-probs they were sampled
         with, and the normalised reply message the agent was given for each; None for a
         ``/v1/completions`` call, which is never continued). The first choice grows
         ``turn.segment``; each further choice gets a segment of its own (a copy of the
-        context it was sampled in)."""
+        context it was sampled in). ``versions``: the engine's weight version of each sampled
+        token, per choice (None: the engine keeps none)."""
         with self._lock:
             base = _fork(turn.segment) if len(sampled) > 1 else None
             for i, (ids, lps, reply) in enumerate(zip(sampled, logprobs, replies, strict=True)):
@@ -151,6 +154,9 @@ class Session:
                     self.segments.append(segment)
                 segment.ledger.add_sampled(ids, lps, turn=len(segment.calls),
                                            eos_token_id=self.eos_token_id)
+                stamps = versions[i] if versions is not None else None
+                if stamps is not None:
+                    segment.versions += stamps
                 if reply is not None:  # the next call renders the reply as the agent echoes
                     segment.ledger.messages[-1] = reply  # type: ignore[assignment]
                     segment.seen = [*turn.messages, reply]
@@ -178,7 +184,8 @@ def _fork(segment: Segment) -> Segment:
                        token_ids=list(ledger.token_ids), loss_mask=list(ledger.loss_mask),
                        logprobs=list(ledger.logprobs), turn_index=list(ledger.turn_index),
                        text=ledger.text, tools=ledger.tools),
-        segment.tools, list(segment.seen), list(segment.calls), segment.pending)
+        segment.tools, list(segment.seen), list(segment.calls), segment.pending,
+        list(segment.versions))
 
 
 def _as_messages(messages: list[dict[str, Any]]) -> list[Message]:

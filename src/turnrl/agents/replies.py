@@ -31,6 +31,7 @@ class Reply:
     text: str
     tool_calls: list[dict] | None
     finish_reason: str
+    versions: list[int] | None = None  # the engine's weight version of each kept token
 
 
 def cut_at_stop(tokenizer: PreTrainedTokenizerBase, token_ids: list[int], eos_token_id: int | None,

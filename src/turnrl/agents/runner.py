@@ -275,4 +275,4 @@ def _trajectory(segment: Segment, rewards: list[float], *, env_id: str, seed: in
         token_ids=list(ledger.token_ids), loss_mask=list(ledger.loss_mask),
         logprobs=list(ledger.logprobs), turn_index=list(ledger.turn_index),
         turn_rewards=rewards, terminated=True, truncated=False, success=success,
-        counts=EpisodeCounts(), info=info)
+        counts=EpisodeCounts(), policy_versions=list(segment.versions) or None, info=info)

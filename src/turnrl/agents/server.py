@@ -228,7 +228,8 @@ class ModelServer:
             tools = req.tools if req.tool_choice != "none" else None
             replies = [self._reply(c, req.stop, tools) for c in completions]
             session.finish(turn, [r.token_ids for r in replies], [r.logprobs for r in replies],
-                           [normalize_message(reply_message(r)) for r in replies])
+                           [normalize_message(reply_message(r)) for r in replies],
+                           [r.versions for r in replies])
             return self._respond(req.stream, req.include_usage, chat_completion, chat_chunks,
                                  replies, req.logprobs, turn)
         except OpenAIError as error:
@@ -265,7 +266,8 @@ class ModelServer:
             replies = [self._reply(c, req.stop, None) for c in completions]
             if turn is not None:
                 session.finish(turn, [r.token_ids for r in replies],
-                               [r.logprobs for r in replies], [None] * len(replies))
+                               [r.logprobs for r in replies], [None] * len(replies),
+                               [r.versions for r in replies])
             return self._respond(req.stream, req.include_usage, completion, completion_chunks,
                                  replies, req.logprobs is not None, None, len(prompt))
         except OpenAIError as error:
@@ -324,7 +326,9 @@ class ModelServer:
         content, tool_calls = split_tool_calls(text, tools)
         if tool_calls and finish == "stop":
             finish = "tool_calls"
-        return Reply(sampled.token_ids[:n], sampled.logprobs[:n], content, tool_calls, finish)
+        versions = sampled.versions[:n] if sampled.versions is not None else None
+        return Reply(sampled.token_ids[:n], sampled.logprobs[:n], content, tool_calls, finish,
+                     versions)
 
     def _respond(self, stream: bool, include_usage: bool, whole: Any, chunks: Any,
                  replies: list[Reply], logprobs: bool, turn: Turn | None,
