@@ -140,8 +140,8 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
     path = write(tmp_path, "run:\n  seed: 1\n\ntrian:\n  steps: 3\n")
     message = str(error_of(path))
     assert message.startswith(f"{path}:4: unknown key 'trian' at top level; did you mean 'train'?")
-    assert ("Valid keys: alarms, algo, critic, distributed, env, eval, log, model, reward, "
-            "rollout, run, sft, train" in message)
+    assert ("Valid keys: agent, alarms, algo, critic, distributed, env, eval, log, model, "
+            "reward, rollout, run, sft, train" in message)
 
 
 def test_unknown_nested_key(tmp_path: Path) -> None:
