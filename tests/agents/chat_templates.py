@@ -48,8 +48,9 @@ user message after a system message. Why the exceptions:
   ``This model only supports single tool-calls at once!`` (a Llama model cannot sample two).
 - mistral / tools_user: ``[AVAILABLE_TOOLS]`` moves to the new last user message.
 - mistral / system_user: the system message moves to the new last user message.
-- chatml / tool_call, parallel_calls: "yes" only because the template ignores ``tools`` and
-  ``tool_calls`` altogether (the call is not in the rendering).
+- chatml / tool_call, parallel_calls: the tiny template ignores ``tools`` and writes each
+  tool call as the text the tiny model samples for it, ``<tool_call>{"name": ...,
+  "arguments": {...}}</tool_call>``, back to back.
 - not in the table: ``arguments`` as the OpenAI wire format's JSON string (Llama 3.1 and
   Mistral encode it again as a JSON string: decode it to a dict before rendering); OpenAI-style
   call ids such as ``call_...`` (Mistral raises); Qwen3 with ``enable_thinking=False`` (the
@@ -503,7 +504,10 @@ def _mistral_text(message: dict[str, Any]) -> str:
 
 
 def _chatml_text(message: dict[str, Any]) -> str:
-    return (message.get("content") or "") + EOS
+    calls = "".join("<tool_call>" + json.dumps({"name": c["function"]["name"],
+                                                "arguments": c["function"]["arguments"]})
+                    + "</tool_call>" for c in message.get("tool_calls") or [])
+    return (message.get("content") or "") + calls + EOS
 
 
 _SAMPLED_TEXT: dict[str, Callable[[dict[str, Any]], str]] = {

@@ -103,11 +103,13 @@ def test_tool_schemas_are_in_the_prompt(template: str, indent: int | None):
         assert json.dumps(tool, indent=indent) in text
 
 
-def test_chatml_ignores_tools_and_tool_calls():
+def test_chatml_ignores_tools_and_writes_tool_calls_as_the_model_does():
     c = CASES["tool_call"]
     text = render("chatml", c.longer, c.tools)
-    assert "calculator" not in text
-    assert "<|im_start|>assistant\n<|im_end|>\n<|im_start|>tool\n4<|im_end|>\n" in text
+    assert "description" not in text  # the schemas are not rendered
+    assert ('<|im_start|>assistant\n<tool_call>{"name": "calculator", "arguments": '
+            '{"expression": "2 + 2"}}</tool_call><|im_end|>\n<|im_start|>tool\n4<|im_end|>\n'
+            ) in text
 
 
 def test_tool_calls_render_arguments_as_json():

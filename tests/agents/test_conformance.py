@@ -17,7 +17,7 @@ template  plain  system  tool_call  system_tool  parallel_calls  thinking  edite
 qwen3     1      1       1          1            1               2         2       2          same
 llama3    1      1       1          1            1+400           1         2       2          same
 mistral   1      3       1          2            1               1         2       3          same
-chatml    1      1       2          2            2               1         2       2          same
+chatml    1      1       1          1            1               1         2       2          same
 ========  =====  ======  =========  ===========  ==============  ========  ======  =========  ======
 
 The scenarios (:data:`SCENARIOS`): ``plain``: user, assistant, user, assistant, user (3
@@ -40,9 +40,6 @@ capture bugs):
 - llama3 / parallel_calls: the model's two JSON calls come back as two ``tool_calls``, but
   Llama 3.1's template refuses to render two calls in one message: the call that echoes them
   is a 400 (``messages``) and the run keeps the first segment.
-- chatml / tool_call, system_tool, parallel_calls: the ChatML template does not render
-  ``tool_calls``, so the echoed call re-renders as an empty assistant turn, not the
-  ``<tool_call>`` text the model sampled.
 
 (qwen3 / parallel_calls and mistral / tool_call and parallel_calls stay one segment because
 ``turnrl.models.chat.render`` hands the template every dict in its own key order: a
@@ -126,13 +123,13 @@ class ScriptedEngine:
 def model_text(template: str, message: dict[str, Any]) -> str:
     """What the family's model samples for the assistant ``message``: its own format, except
     two cases :func:`sampled_text` has no format for: the tiny ChatML model writes Qwen/Hermes
-    ``<tool_call>{json}</tool_call>`` calls, and a Llama 3.1 model (taught one call per
+    ``<tool_call>{json}</tool_call>`` calls back to back, and a Llama 3.1 model (taught one call per
     message) asked for two writes its JSON calls one per line."""
     calls = message.get("tool_calls") or []
     if template == "chatml" and calls:
         objects = [json.dumps({"name": c["function"]["name"],
                                "arguments": c["function"]["arguments"]}) for c in calls]
-        return "\n".join(f"<tool_call>{o}</tool_call>" for o in objects) + EOS
+        return "".join(f"<tool_call>{o}</tool_call>" for o in objects) + EOS
     if template == "llama3" and len(calls) > 1:
         return "\n".join(sampled_text(template, {**message, "tool_calls": [c]})[:-len(EOS)]
                          for c in calls) + EOS
@@ -301,7 +298,7 @@ SEGMENTS: dict[str, dict[str, int]] = {
                "thinking": 1, "edited": 2, "truncated": 2},
     "mistral": {"plain": 1, "system": 3, "tool_call": 1, "system_tool": 2, "parallel_calls": 1,
                 "thinking": 1, "edited": 2, "truncated": 3},
-    "chatml": {"plain": 1, "system": 1, "tool_call": 2, "system_tool": 2, "parallel_calls": 2,
+    "chatml": {"plain": 1, "system": 1, "tool_call": 1, "system_tool": 1, "parallel_calls": 1,
                "thinking": 1, "edited": 2, "truncated": 2},
 }
 # The cells whose last call the server refuses with a 400 naming ``messages``.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import importlib
 import inspect
 import logging
@@ -28,6 +29,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import httpx
 
 from turnrl.agents.capture import Segment, Session
 from turnrl.agents.server import ModelServer
@@ -157,12 +160,24 @@ class AgentRunner:
         self.arguments = agent_arguments(agent, name)
         self.is_async = inspect.iscoroutinefunction(agent)
         self._threads: concurrent.futures.ThreadPoolExecutor | None = None
+        # one HTTP connection pool for every run's client (a client's own pool and SSL
+        # context cost ~20 ms to build, more than a tiny model's call)
+        self._http: Any = None
 
     def close(self) -> None:
-        """Stop the worker threads of sync agents (runs still going are left to end)."""
+        """Stop the worker threads of sync agents (runs still going are left to end) and
+        close the clients' connection pool."""
         if self._threads is not None:
             self._threads.shutdown(wait=False, cancel_futures=True)
             self._threads = None
+        http, self._http = self._http, None
+        if http is None:
+            return
+        if self.is_async:
+            with contextlib.suppress(RuntimeError):  # the server (and its loop) is gone already
+                self.server.run(http.aclose()).result(timeout=10)
+        else:
+            http.close()
 
     def collect(self, _make_env: object, seeds: Sequence[int], group_size: int, *,
                 first_group_id: int = 0) -> list[Trajectory]:
@@ -211,22 +226,14 @@ class AgentRunner:
         if self.is_async:
             client = self._client(url, key, asynchronous=True) if "client" in self.arguments \
                 else None
-            try:
-                return await asyncio.wait_for(self.agent(*self._args(url, key, task, client)),
-                                              self.timeout_s)
-            finally:
-                if client is not None:
-                    await client.close()
+            return await asyncio.wait_for(self.agent(*self._args(url, key, task, client)),
+                                          self.timeout_s)
         loop = asyncio.get_running_loop()
 
-        def run() -> Any:
+        def run() -> Any:  # the client shares the runner's pool: nothing to close
             client = self._client(url, key, asynchronous=False) if "client" in self.arguments \
                 else None
-            try:
-                return self.agent(*self._args(url, key, task, client))
-            finally:
-                if client is not None:
-                    client.close()
+            return self.agent(*self._args(url, key, task, client))
 
         return await asyncio.wait_for(loop.run_in_executor(self._threads, run), self.timeout_s)
 
@@ -240,8 +247,12 @@ class AgentRunner:
         except ImportError:
             raise AgentError("the agent takes a client, which needs the openai package: pip "
                              "install openai (or take base_url and api_key)") from None
+        if self._http is None:
+            pool = openai.DefaultAsyncHttpxClient if asynchronous else openai.DefaultHttpxClient
+            self._http = pool(limits=httpx.Limits(max_connections=None,
+                                                  max_keepalive_connections=None))
         kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
-        return kind(base_url=url, api_key=key, max_retries=0,
+        return kind(base_url=url, api_key=key, max_retries=0, http_client=self._http,
                     timeout=self.timeout_s if self.timeout_s else 600.0)
 
 

@@ -23,7 +23,13 @@ ROLE_TOKENS = ["system", "user", "assistant", "tool"]
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + (message['content'] or '') }}"
+    # an assistant's tool calls as the text the model writes for them (OpenAI messages)
+    "{% for call in message.get('tool_calls') or [] %}"
+    "{{ '<tool_call>' + {'name': call['function']['name'], "
+    "'arguments': call['function']['arguments']} | tojson + '</tool_call>' }}"
+    "{% endfor %}"
+    "{{ '<|im_end|>\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )

@@ -1,0 +1,186 @@
+"""``guess-v0`` as an env vs as an agent program through the endpoint: episodes/s.
+
+The same game on the same tiny model, the same tasks and the same sampling, played two ways:
+
+- **env**: turnrl's own runner (``turnrl.rollout.runner.Runner`` with an ``HFEngine``) plays
+  ``guess-v0`` episodes;
+- **agent**: the guess agent program (``examples/agents/guess_agent.py``, the plain
+  ``openai`` SDK holding a ``guess-v0`` env as its user simulator) plays them through the
+  OpenAI-compatible endpoint (``AgentRunner`` + ``ModelServer`` over its own ``HFEngine``):
+  every turn is an HTTP request, a JSON reply and a token-exact capture.
+
+Each round plays ``--groups`` tasks x ``--group-size`` episodes both ways, in turn (the
+order flips every round, so drifts of the machine hit both), ``--repeats`` rounds; medians
+are reported, and the ratio agent / env of episodes/s and of turns/s (target >= 0.8x: the
+endpoint must not be the bottleneck). The model is the default tiny model after a quick SFT
+on the env's oracle transcripts (``--sft-epochs``; 0 keeps the random model, whose replies
+are invalid and run to ``--reply-tokens`` tokens, so every game lasts its 10 turns).
+
+Both ways do the same engine work (the same prompts, cached and prefilled tokens and about
+as many forward passes); what differs is the Python work of each call (the ``openai`` client
+building the request and reading the reply, HTTP, the capture), which shares the GIL with
+the engine. A tiny model's turn takes milliseconds, so that work weighs here; a real model's
+turn takes far longer.
+
+    python bench/agents.py                                     # 16 x 4 episodes, 5 rounds
+    python bench/agents.py --groups 8 --repeats 3            # quicker (SFT: ~35 s idle)
+
+Writes ``bench/results/agents.json`` and ``agents.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import RESULTS, ROOT, write_results
+
+sys.path.insert(0, str(ROOT / "examples" / "agents"))
+
+
+def sft_model(args: argparse.Namespace, model, tokenizer) -> dict:
+    """Fine-tune ``model`` in place on the guess oracle's transcripts; what was done."""
+    import guess_agent
+
+    from turnrl.train import sft
+
+    conversations = guess_agent.oracle_transcripts(range(args.sft_conversations),
+                                                   random_action_prob=0.0)
+    trajectories = sft.conversations_to_trajectories(tokenizer, conversations)
+    start, loss = time.perf_counter(), float("nan")
+    for metrics in sft.sft_steps(model, trajectories, pad_token_id=tokenizer.pad_token_id,
+                                 epochs=args.sft_epochs, batch_size=16, lr=args.sft_lr,
+                                 max_grad_norm=1.0):
+        loss = metrics["sft/loss"]
+    model.eval()
+    return {"conversations": len(conversations), "epochs": args.sft_epochs,
+            "final_loss": loss, "wall_s": time.perf_counter() - start}
+
+
+def summary(trajectories, episodes: int, wall: float) -> dict:
+    """Throughput and what was played (the agent's segments are counted once per run)."""
+    turns = sum(t.num_turns for t in trajectories)
+    return {"wall_s": wall, "episodes": episodes, "episodes_per_s": episodes / wall,
+            "turns_per_s": turns / wall, "mean_turns": turns / episodes,
+            "success": sum(bool(t.success) for t in trajectories) / len(trajectories),
+            "sampled_tokens_per_episode": sum(sum(t.loss_mask) for t in trajectories)
+            / episodes,
+            "failed": sum(t.error is not None for t in trajectories)}
+
+
+def measure(args: argparse.Namespace) -> dict:
+    import guess_agent
+    import torch
+
+    from turnrl import envs
+    from turnrl.agents.protocol import Limits
+    from turnrl.agents.runner import AgentRunner
+    from turnrl.agents.server import ModelServer
+    from turnrl.models.policy import load_policy, load_tokenizer
+    from turnrl.models.tiny import init_tiny_model
+    from turnrl.rollout.engine import SamplingParams
+    from turnrl.rollout.hf import HFEngine
+    from turnrl.rollout.runner import Runner
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    path = init_tiny_model(Path(tempfile.mkdtemp(prefix="turnrl-agents-")) / "tiny")
+    tokenizer = load_tokenizer(path)
+    model = load_policy(path, dtype=torch.float32, device=torch.device("cpu"))
+    trained = sft_model(args, model, tokenizer) if args.sft_epochs > 0 else None
+    model.eval()
+
+    def engine() -> HFEngine:
+        return HFEngine(model, eos_token_id=tokenizer.eos_token_id,
+                        pad_token_id=tokenizer.pad_token_id, seed=0)
+
+    seeds = list(range(args.seed_start, args.seed_start + args.groups))
+    episodes = args.groups * args.group_size
+    make_env = functools.partial(envs.make, guess_agent.ENV_ID)
+    env_runner = Runner(engine(), tokenizer,
+                        SamplingParams(max_new_tokens=args.reply_tokens, temperature=1.0,
+                                       top_p=1.0),
+                        max_context_tokens=args.max_context_tokens)
+    server = ModelServer(engine(), tokenizer, model_name=guess_agent.MODEL,
+                         limits=Limits(max_tokens=args.reply_tokens),
+                         max_context_tokens=args.max_context_tokens, max_calls=16).start()
+    agent_runner = AgentRunner(server, guess_agent.solve, guess_agent.make_tasks(seeds),
+                               name="guess-agent", timeout_s=600, sampling=(1.0, 1.0))
+    play = {"env": lambda n: env_runner.collect(make_env, seeds[:n], args.group_size),
+            "agent": lambda n: agent_runner.collect(None, list(range(n)), args.group_size)}
+    samples: dict[str, list[dict]] = {"env": [], "agent": []}
+    try:
+        for name in play:  # warm-up: the first batches, the HTTP client, the threads
+            play[name](min(2, args.groups))
+        for round_ in range(args.repeats):
+            for name in (("env", "agent") if round_ % 2 == 0 else ("agent", "env")):
+                start = time.perf_counter()
+                trajectories = play[name](args.groups)
+                samples[name].append(summary(trajectories, episodes,
+                                             time.perf_counter() - start))
+                print(json.dumps({"round": round_, "mode": name, **samples[name][-1]}),
+                      flush=True)
+    finally:
+        agent_runner.close()
+        server.close()
+    modes = {name: {key: statistics.median(s[key] for s in runs) for key in runs[0]}
+             for name, runs in samples.items()}
+    return {"machine": platform.processor() or platform.machine(), "threads": args.threads,
+            "torch": torch.__version__, "model": "tiny (default shape)",
+            "sft": trained, "groups": args.groups, "group_size": args.group_size,
+            "reply_tokens": args.reply_tokens, "repeats": args.repeats, "modes": modes,
+            "rounds": samples,
+            "agent_over_env_episodes_per_s": modes["agent"]["episodes_per_s"]
+            / modes["env"]["episodes_per_s"],
+            "agent_over_env_turns_per_s": modes["agent"]["turns_per_s"]
+            / modes["env"]["turns_per_s"]}
+
+
+def markdown(result: dict) -> str:
+    sft = result["sft"]
+    model = (f"the default tiny model after SFT on {sft['conversations']} oracle transcripts "
+             f"({sft['epochs']} epochs, final loss {sft['final_loss']:.3f})" if sft
+             else "the default tiny model, random (untrained)")
+    lines = [f"`guess-v0`, {result['groups']} tasks x {result['group_size']} episodes per "
+             f"round, replies up to {result['reply_tokens']} tokens, temperature 1; {model}; "
+             f"torch {result['torch']}, {result['threads']} threads; medians of "
+             f"{result['repeats']} rounds", "",
+             "| played as | episodes/s | turns/s | mean turns | success | sampled tokens "
+             "/ episode | failed |", "|---|---|---|---|---|---|---|"]
+    labels = {"env": "env (Runner)", "agent": "agent program (endpoint)"}
+    for name, m in result["modes"].items():
+        lines.append(f"| {labels[name]} | {m['episodes_per_s']:.2f} | {m['turns_per_s']:.1f} | "
+                     f"{m['mean_turns']:.2f} | {m['success']:.2f} | "
+                     f"{m['sampled_tokens_per_episode']:.1f} | {m['failed']:.0f} |")
+    lines += ["", f"agent / env: {result['agent_over_env_episodes_per_s']:.2f}x episodes/s, "
+              f"{result['agent_over_env_turns_per_s']:.2f}x turns/s (target >= 0.8x)"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--groups", type=int, default=16, help="tasks per round")
+    parser.add_argument("--group-size", type=int, default=4, help="episodes per task")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds (medians reported)")
+    parser.add_argument("--reply-tokens", type=int, default=16)
+    parser.add_argument("--max-context-tokens", type=int, default=2048)
+    parser.add_argument("--seed-start", type=int, default=1_000_000, help="first task seed")
+    parser.add_argument("--sft-epochs", type=int, default=4, help="0: the random model")
+    parser.add_argument("--sft-conversations", type=int, default=1024)
+    parser.add_argument("--sft-lr", type=float, default=5e-3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--results-dir", default=str(RESULTS))
+    args = parser.parse_args(argv)
+    result = measure(args)
+    write_results(args.results_dir, "agents", result, markdown(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
