@@ -12,7 +12,8 @@ Reward: the env pays per step (1.0 for a correct guess, else 0), so every model 
 its step's reward (``call_rewards``) and the outcome adds nothing more: a run's return is
 the env's total reward, as an env episode's is.
 
-Tasks are ``{"seed": int}`` rows (the env's reset seed draws the secret)::
+Tasks are ``{"seed": int}`` rows (the env's reset seed draws the secret), optionally with
+``"env_kwargs"`` for the env (``{"high": 4}``: a secret in 1..4)::
 
     python examples/agents/guess_agent.py      # writes data/guess_*.jsonl if missing
     PYTHONPATH=examples/agents turnrl train agent.entry_point=guess_agent:solve \\
@@ -49,7 +50,7 @@ SFT_RANDOM_ACTION_PROB = 0.2  # imperfect demonstrations; the random replies are
 
 def solve(client: Any, task: dict[str, Any]) -> AgentResult:
     """Play one ``guess-v0`` game against the model behind ``client`` (an ``openai.OpenAI``)."""
-    env = envs.make(ENV_ID)
+    env = envs.make(ENV_ID, **task.get("env_kwargs", {}))
     try:
         messages, _ = env.reset(seed=int(task["seed"]))
         call_rewards: list[float] = []
@@ -70,20 +71,24 @@ def solve(client: Any, task: dict[str, Any]) -> AgentResult:
                        info={"env_reward": sum(call_rewards), "turns": len(call_rewards)})
 
 
-def make_tasks(seeds: Iterable[int]) -> list[dict[str, int]]:
-    """One task per env seed."""
-    return [{"seed": int(seed)} for seed in seeds]
+def make_tasks(seeds: Iterable[int], env_kwargs: dict[str, Any] | None = None
+               ) -> list[dict[str, Any]]:
+    """One task per env seed (with the env's ``env_kwargs``, if any)."""
+    extra = {"env_kwargs": env_kwargs} if env_kwargs else {}
+    return [{"seed": int(seed), **extra} for seed in seeds]
 
 
 def oracle_transcripts(seeds: Iterable[int], random_action_prob: float = 0.0,
-                       seed: int = 0) -> list[list[dict[str, Any]]]:
+                       seed: int = 0, env_kwargs: dict[str, Any] | None = None
+                       ) -> list[list[dict[str, Any]]]:
     """The env's oracle playing each seed's game, as the conversations the agent sends
     (system and opening, then reply and answer turn by turn). With probability
     ``random_action_prob`` a turn is a random well-formed reply instead (drawn from ``seed``),
     marked ``"weight": 0``: context the game moved through, not a reply to learn."""
     from turnrl.train.sft import oracle_demonstrations
 
-    return oracle_demonstrations(functools.partial(envs.make, ENV_ID), list(seeds),
+    return oracle_demonstrations(functools.partial(envs.make, ENV_ID, **(env_kwargs or {})),
+                                 list(seeds),
                                  random_action_prob=random_action_prob,
                                  train_random_actions=False, seed=seed)
 

@@ -118,6 +118,18 @@ def test_guess_replays_imperfect_demonstrations_turn_for_turn() -> None:
         assert result.info["turns"] == sum(m["role"] == "assistant" for m in transcript)
 
 
+def test_guess_tasks_pass_env_kwargs_to_the_game() -> None:
+    """``env_kwargs`` in a task reach the env: with ``high=4`` the oracle's game (and the
+    agent's replay of it) is over in at most 3 calls."""
+    kwargs = {"high": 4}
+    tasks = guess_agent.make_tasks(range(8), kwargs)
+    transcripts = guess_agent.oracle_transcripts(range(8), env_kwargs=kwargs)
+    for task, transcript in zip(tasks, transcripts, strict=True):
+        assert "1 to 4" in transcript[1]["content"]
+        result = guess_agent.solve(ScriptedClient(transcript), task)
+        assert result.success and result.info["turns"] <= 3
+
+
 def test_search_info_feeds_the_answer_rewards() -> None:
     tasks, transcripts = tasks_and_transcripts(search_agent, 4)
     for task, transcript in zip(tasks, transcripts, strict=True):
