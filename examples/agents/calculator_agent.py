@@ -31,7 +31,6 @@ the text form the model writes, the tool's result, then the answer.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import operator
@@ -41,10 +40,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from example_data import DATA, data_main, write_jsonl_files
+
 from turnrl.agents.runner import AgentResult
 
 MODEL = "policy"  # the model id the endpoint serves (agent.model_name)
-DATA = Path(__file__).resolve().parent / "data"
 MAX_CALLS = 4  # model calls per task: room for a tool call, a retry and the answer
 MAX_EXPRESSION_CHARS = 200
 
@@ -189,24 +189,11 @@ def write_data(out: Path = DATA, *, force: bool = False) -> list[Path]:
     train, held_out = make_tasks(range(200)), make_tasks(range(1_000_000, 1_000_050))
     files = {"calculator_tasks.jsonl": train, "calculator_eval_tasks.jsonl": held_out,
              "calculator_sft.jsonl": [{"messages": m} for m in oracle_transcripts(train)]}
-    written = []
-    out.mkdir(parents=True, exist_ok=True)
-    for name, rows in files.items():
-        path = out / name
-        if force or not path.exists():
-            path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-            written.append(path)
-    return written
+    return write_jsonl_files(out, files, force=force)
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description="Write the calculator agent's tasks and SFT "
-                                     "data.")
-    parser.add_argument("--out", type=Path, default=DATA)
-    parser.add_argument("--force", action="store_true", help="overwrite existing files")
-    args = parser.parse_args(argv)
-    for path in write_data(args.out, force=args.force):
-        print(f"wrote {path}")
+    data_main("Write the calculator agent's tasks and SFT data.", write_data, argv)
 
 
 if __name__ == "__main__":

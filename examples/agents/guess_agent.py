@@ -28,20 +28,19 @@ conversations, in the exact form the agent sends them, for ``sft.source=jsonl``.
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from example_data import DATA, data_main, write_jsonl_files
 
 from turnrl import envs
 from turnrl.agents.runner import AgentResult
 
 ENV_ID = "guess-v0"
 MODEL = "policy"  # the model id the endpoint serves (agent.model_name)
-DATA = Path(__file__).resolve().parent / "data"
 TRAIN_SEEDS = range(0, 1000)
 EVAL_SEEDS = range(1_000_000, 1_000_200)  # held out: disjoint from TRAIN_SEEDS
 SFT_CONVERSATIONS = 512
@@ -108,23 +107,11 @@ def write_data(out: Path = DATA, *, force: bool = False) -> list[Path]:
         "guess_sft.jsonl": lambda: [{"messages": m} for m in oracle_transcripts(
             TRAIN_SEEDS[:SFT_CONVERSATIONS], SFT_RANDOM_ACTION_PROB, seed=0) if learnable(m)],
     }
-    written = []
-    out.mkdir(parents=True, exist_ok=True)
-    for name, rows in files.items():
-        path = out / name
-        if force or not path.exists():
-            path.write_text("".join(json.dumps(row) + "\n" for row in rows()))
-            written.append(path)
-    return written
+    return write_jsonl_files(out, files, force=force)
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description="Write the guess agent's tasks and SFT data.")
-    parser.add_argument("--out", type=Path, default=DATA)
-    parser.add_argument("--force", action="store_true", help="overwrite existing files")
-    args = parser.parse_args(argv)
-    for path in write_data(args.out, force=args.force):
-        print(f"wrote {path}")
+    data_main("Write the guess agent's tasks and SFT data.", write_data, argv)
 
 
 if __name__ == "__main__":

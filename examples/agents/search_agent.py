@@ -34,7 +34,6 @@ search results, for ``sft.source=jsonl``.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import sys
@@ -43,6 +42,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from example_data import DATA, data_main, write_jsonl_files
+
 from turnrl.agents.runner import AgentResult
 from turnrl.envs.builtin.kb import Corpus, generate_kb
 from turnrl.envs.builtin.search_qa import SearchQA
@@ -50,7 +51,6 @@ from turnrl.envs.retrieval import Retriever, get_retriever
 from turnrl.rewards import normalize_answer
 
 MODEL = "policy"  # the model id the endpoint serves (agent.model_name)
-DATA = Path(__file__).resolve().parent / "data"
 KB_SEED, NUM_PEOPLE = 0, 80  # search-qa-v0's defaults: 225 passages
 TOP_K = 3  # passages per search
 MAX_CALLS = 6  # model calls per task (search-qa-v0's turn budget)
@@ -197,23 +197,11 @@ def write_data(out: Path = DATA, *, force: bool = False) -> list[Path]:
         "search_sft.jsonl": lambda: [{"messages": m} for m in
                                      oracle_transcripts(train[:SFT_CONVERSATIONS])],
     }
-    written = []
-    out.mkdir(parents=True, exist_ok=True)
-    for name, rows in files.items():
-        path = out / name
-        if force or not path.exists():
-            path.write_text("".join(json.dumps(row) + "\n" for row in rows()))
-            written.append(path)
-    return written
+    return write_jsonl_files(out, files, force=force)
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description="Write the search agent's tasks and SFT data.")
-    parser.add_argument("--out", type=Path, default=DATA)
-    parser.add_argument("--force", action="store_true", help="overwrite existing files")
-    args = parser.parse_args(argv)
-    for path in write_data(args.out, force=args.force):
-        print(f"wrote {path}")
+    data_main("Write the search agent's tasks and SFT data.", write_data, argv)
 
 
 if __name__ == "__main__":

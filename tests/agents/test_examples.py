@@ -27,7 +27,6 @@ from turnrl.agents.runner import AgentRunner, to_result
 from turnrl.agents.server import ModelServer
 from turnrl.config import load_config
 from turnrl.rollout.engine import Completion
-from turnrl.rollout.hf import HFEngine
 from turnrl.train.loop import train
 from turnrl.train.sft import conversations_to_trajectories, load_conversations
 
@@ -187,12 +186,8 @@ def test_the_shipped_data_loads_and_keeps_evaluation_held_out(stem, module, toke
 # ------------------------------------------------------------------ through the endpoint
 
 @pytest.fixture(scope="module")
-def server(load_tiny, tokenizer):
-    model = load_tiny().eval()
-    engine = HFEngine(model, eos_token_id=tokenizer.eos_token_id,
-                      pad_token_id=tokenizer.pad_token_id, seed=0)
-    with ModelServer(engine, tokenizer, model_name="policy", limits=Limits(max_tokens=8),
-                     max_context_tokens=2048, max_calls=16) as server:
+def server(tiny_server):
+    with tiny_server(max_context_tokens=2048, max_calls=16) as server:
         yield server
 
 

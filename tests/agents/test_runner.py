@@ -7,21 +7,14 @@ from __future__ import annotations
 import agent_programs
 import pytest
 
-from turnrl.agents.protocol import Limits
 from turnrl.agents.runner import AgentError, AgentRunner, load_agent, to_result
-from turnrl.agents.server import ModelServer
-from turnrl.rollout.hf import HFEngine
 
 TASKS = [{"question": "1+1", "answer": "2"}, {"question": "2+3", "answer": "5"}]
 
 
 @pytest.fixture(scope="module")
-def server(load_tiny, tokenizer):
-    model = load_tiny().eval()
-    engine = HFEngine(model, eos_token_id=tokenizer.eos_token_id,
-                      pad_token_id=tokenizer.pad_token_id, seed=0)
-    with ModelServer(engine, tokenizer, model_name="policy", limits=Limits(max_tokens=8),
-                     max_context_tokens=256, max_calls=4) as server:
+def server(tiny_server):
+    with tiny_server(max_context_tokens=256, max_calls=4) as server:
         yield server
 
 

@@ -1006,16 +1006,13 @@ def chat_chunks(*, id: str, model: str, created: int, choices: list[Choice],
     Raises:
         ValueError: as :func:`chat_completion`.
     """
-    header = _header(id, "chat.completion.chunk", model, created)
-    if usage is not None:
-        header["usage"] = None
+    header = _stream_header(id, "chat.completion.chunk", model, created, usage)
     events = []
 
     def chunk(index: int, delta: dict[str, Any], logprobs: dict[str, Any] | None = None,
               finish_reason: str | None = None) -> None:
-        events.append(_event({**header, "choices": [
-            {"index": index, "delta": delta, "logprobs": logprobs,
-             "finish_reason": finish_reason}]}))
+        events.append(_choice_event(header, index=index, delta=delta, logprobs=logprobs,
+                                    finish_reason=finish_reason))
 
     for choice in choices:
         _check_choice(choice, _CHAT_FINISH)
@@ -1064,16 +1061,13 @@ def completion_chunks(*, id: str, model: str, created: int, choices: list[Choice
     Raises:
         ValueError: as :func:`completion`.
     """
-    header = _header(id, "text_completion", model, created)
-    if usage is not None:
-        header["usage"] = None
+    header = _stream_header(id, "text_completion", model, created, usage)
     events = []
 
     def chunk(index: int, text: str, logprobs: dict[str, Any] | None,
               finish_reason: str | None) -> None:
-        events.append(_event({**header, "choices": [
-            {"index": index, "text": text, "logprobs": logprobs,
-             "finish_reason": finish_reason}]}))
+        events.append(_choice_event(header, index=index, text=text, logprobs=logprobs,
+                                    finish_reason=finish_reason))
 
     for choice in choices:
         _check_choice(choice, _COMPLETION_FINISH)
@@ -1084,6 +1078,21 @@ def completion_chunks(*, id: str, model: str, created: int, choices: list[Choice
             offset += len(text)
         chunk(choice.index, "", None, choice.finish_reason)
     return _stream_end(events, header, usage)
+
+
+def _stream_header(id: str, object: str, model: str, created: int,
+                   usage: Usage | None) -> dict[str, Any]:
+    """The fields every event of a stream repeats (``"usage": None`` until the last one
+    when the client asked for usage)."""
+    header = _header(id, object, model, created)
+    if usage is not None:
+        header["usage"] = None
+    return header
+
+
+def _choice_event(header: dict[str, Any], **choice: Any) -> str:
+    """One server-sent event carrying one choice's piece."""
+    return _event({**header, "choices": [choice]})
 
 
 def models_list(model_ids: list[str], created: int) -> dict[str, Any]:
