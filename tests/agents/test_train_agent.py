@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -45,8 +46,11 @@ def test_an_agent_program_trains_and_evaluates(tmp_path) -> None:
         assert r["loss/policy"] == r["loss/policy"]  # a number: the update ran
     evals = [r for r in records if r["phase"] == "eval"]
     assert evals and all(r["eval/success"] == 1.0 and r["eval/turns"] == 2 for r in evals)
-    leftover = {t for t in threading.enumerate() if t not in threads and t.is_alive()
-                and t.name.startswith("turnrl")}
+    deadline = time.monotonic() + 10  # an agent's thread ends just after handing its result
+    while time.monotonic() < deadline and (leftover := {
+            t for t in threading.enumerate() if t not in threads and t.is_alive()
+            and t.name.startswith("turnrl")}):
+        time.sleep(0.05)
     assert not leftover  # the server and the agents' threads are gone
 
 

@@ -20,12 +20,12 @@ A run that raises, times out (``timeout_s``) or never calls the model is a *fail
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import importlib
 import inspect
 import logging
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -159,17 +159,14 @@ class AgentRunner:
         self.timeout_s, self.model, self.sampling = timeout_s, model, sampling
         self.arguments = agent_arguments(agent, name)
         self.is_async = inspect.iscoroutinefunction(agent)
-        self._threads: concurrent.futures.ThreadPoolExecutor | None = None
         # one HTTP connection pool for every run's client (a client's own pool and SSL
         # context cost ~20 ms to build, more than a tiny model's call)
         self._http: Any = None
+        self._http_lock = threading.Lock()
 
     def close(self) -> None:
-        """Stop the worker threads of sync agents (runs still going are left to end) and
-        close the clients' connection pool."""
-        if self._threads is not None:
-            self._threads.shutdown(wait=False, cancel_futures=True)
-            self._threads = None
+        """Close the clients' connection pool (a sync run still going, past its timeout, is
+        left to end in its daemon thread)."""
         http, self._http = self._http, None
         if http is None:
             return
@@ -185,12 +182,6 @@ class AgentRunner:
         trajectories grouped seed by seed (a run with several segments gives several)."""
         jobs = [(seed, first_group_id + i, member) for i, seed in enumerate(seeds)
                 for member in range(group_size)]
-        if not self.is_async:
-            workers = max(len(jobs), 1)
-            if self._threads is None or self._threads._max_workers < workers:
-                self.close()
-                self._threads = concurrent.futures.ThreadPoolExecutor(
-                    workers, thread_name_prefix="turnrl-agent")
         self.server.sampling = self.sampling
         runs = self.server.run(self._collect(jobs)).result()
         return [t for run in runs for t in run]
@@ -228,14 +219,13 @@ class AgentRunner:
                 else None
             return await asyncio.wait_for(self.agent(*self._args(url, key, task, client)),
                                           self.timeout_s)
-        loop = asyncio.get_running_loop()
 
         def run() -> Any:  # the client shares the runner's pool: nothing to close
             client = self._client(url, key, asynchronous=False) if "client" in self.arguments \
                 else None
             return self.agent(*self._args(url, key, task, client))
 
-        return await asyncio.wait_for(loop.run_in_executor(self._threads, run), self.timeout_s)
+        return await asyncio.wait_for(in_daemon_thread(run), self.timeout_s)
 
     def _args(self, url: str, key: str, task: Any, client: Any) -> list[Any]:
         given = {"client": client, "base_url": url, "api_key": key, "task": task}
@@ -247,13 +237,40 @@ class AgentRunner:
         except ImportError:
             raise AgentError("the agent takes a client, which needs the openai package: pip "
                              "install openai (or take base_url and api_key)") from None
-        if self._http is None:
-            pool = openai.DefaultAsyncHttpxClient if asynchronous else openai.DefaultHttpxClient
-            self._http = pool(limits=httpx.Limits(max_connections=None,
-                                                  max_keepalive_connections=None))
+        with self._http_lock:
+            if self._http is None:
+                pool = (openai.DefaultAsyncHttpxClient if asynchronous
+                        else openai.DefaultHttpxClient)
+                self._http = pool(limits=httpx.Limits(max_connections=None,
+                                                      max_keepalive_connections=None))
         kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
         return kind(base_url=url, api_key=key, max_retries=0, http_client=self._http,
                     timeout=self.timeout_s if self.timeout_s else 600.0)
+
+
+def in_daemon_thread(fn: Callable[[], Any]) -> asyncio.Future[Any]:
+    """``fn()`` in a daemon thread of its own, as a future of the running loop. A run past
+    its timeout is abandoned there (it cannot be killed) and never blocks the exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if not future.done():  # not given up on (a timeout cancels it)
+            if error is None:
+                future.set_result(value)
+            else:
+                future.set_exception(error)
+
+    def target() -> None:
+        try:
+            value, error = fn(), None
+        except BaseException as raised:  # handed to the awaiting run
+            value, error = None, raised
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=target, name="turnrl-agent", daemon=True).start()
+    return future
 
 
 def trajectories(session: Session, result: AgentResult, *, env_id: str, seed: int,
