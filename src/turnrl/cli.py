@@ -144,7 +144,7 @@ def model_target(model: str) -> Path | str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import tempfile
-    import threading
+    import time
 
     from turnrl.agents.protocol import Limits
     from turnrl.agents.server import ModelServer
@@ -172,8 +172,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except OSError as error:
             raise UsageError(str(error)) from None
         print(f"serving {args.model} as {name!r} at {server.url()} (Ctrl-C stops)", flush=True)
-        try:
-            threading.Event().wait()
+        try:  # wake up now and then: a Ctrl-C the kernel gives another thread (the server's,
+            # torch's) only sets a flag, which the main thread reads when it next runs
+            while True:
+                time.sleep(0.2)
         except KeyboardInterrupt:
             pass
         finally:
