@@ -143,6 +143,7 @@ def model_target(model: str) -> Path | str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import signal
     import tempfile
     import time
 
@@ -171,18 +172,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server.start()
         except OSError as error:
             raise UsageError(str(error)) from None
+        # Ctrl-C and SIGTERM stop it, even where the caller left SIGINT ignored (a shell's
+        # background job does)
+        previous = {sig: signal.signal(sig, _stop_serving)
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
         print(f"serving {args.model} as {name!r} at {server.url()} (Ctrl-C stops)", flush=True)
-        try:  # wake up now and then: a Ctrl-C the kernel gives another thread (the server's,
+        try:  # wake up now and then: a signal the kernel gives another thread (the server's,
             # torch's) only sets a flag, which the main thread reads when it next runs
             while True:
                 time.sleep(0.2)
         except KeyboardInterrupt:
             pass
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             server.close()
             model.engine.close()
     print("stopped", flush=True)
     return 0
+
+
+def _stop_serving(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def cmd_status(args: argparse.Namespace) -> int:
