@@ -119,6 +119,28 @@ def test_an_edited_history_starts_a_new_segment(server, model, tokenizer) -> Non
     assert "(edited)" in segments[1].ledger.text  # the context it was sampled in
 
 
+def test_a_refused_call_leaves_its_segment_as_it_was(server, model, tokenizer) -> None:
+    """A call that continues a segment but is refused (its prompt outgrows the context)
+    changes nothing: the next echo of the same history continues the segment cleanly."""
+    key, session = server.open_session()
+    client = client_for(server, key)
+    messages = [SYSTEM, {"role": "user", "content": "6+1"}]
+    try:
+        reply = client.chat.completions.create(model="policy", messages=messages, seed=4)
+        messages.append(reply.choices[0].message.model_dump(exclude_none=True))
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(model="policy", seed=5, messages=[
+                *messages, {"role": "user", "content": "y" * 600}])
+        client.chat.completions.create(model="policy", seed=6, messages=[
+            *messages, {"role": "user", "content": "sure?"}])
+    finally:
+        server.close_session(key)
+    (segment,) = session.sampled_segments()
+    assert segment.calls == [0, 2] and "y" * 600 not in segment.ledger.text
+    assert len(segment.ledger.messages) == 5
+    check_ledger(segment, model, tokenizer)
+
+
 def test_n_choices_are_segments_of_their_own(server, model, tokenizer) -> None:
     key, session = server.open_session()
     try:

@@ -65,6 +65,8 @@ class Turn:
     call: int
     messages: list[dict]
     cached_tokens: int  # prompt tokens the segment already held (reused verbatim)
+    messages_before: int = 0  # the segment's message count before this call extended it
+    text_before: str = ""  # and its text
 
 
 class Session:
@@ -95,12 +97,13 @@ class Session:
                 n = len(segment.seen)
                 if len(messages) <= n or messages[:n] != segment.seen:
                     continue
+                before = (len(segment.ledger.messages), segment.ledger.text)
                 try:
                     prompt, cached = self._extend(segment, messages[n:])
                 except (ChatTemplateError, TemplateError):  # not an extension (or unrenderable)
                     continue
                 segment.pending = True
-                return Turn(prompt, segment, call, messages, cached)
+                return Turn(prompt, segment, call, messages, cached, *before)
             ledger = TemplateLedger(self.tokenizer, tools=tools)
             try:
                 ledger.add_messages(_as_messages(messages), turn=-1, add_generation_prompt=True)
@@ -164,12 +167,19 @@ class Session:
                 segment.pending = False
 
     def abandon(self, turn: Turn) -> None:
-        """A call that failed before sampling: its segment may be continued again (a new
-        segment whose only content is the failed call's prompt is dropped)."""
+        """A call that failed before sampling: a segment it continued is put back as it was
+        (and may be continued again); a segment it started is dropped."""
         with self._lock:
-            turn.segment.pending = False
-            if not turn.segment.calls and turn.segment in self.segments:
-                self.segments.remove(turn.segment)
+            segment = turn.segment
+            segment.pending = False
+            if not segment.calls:
+                if segment in self.segments:
+                    self.segments.remove(segment)
+                return
+            ledger, n = segment.ledger, turn.cached_tokens
+            del ledger.token_ids[n:], ledger.loss_mask[n:], ledger.logprobs[n:]
+            del ledger.turn_index[n:], ledger.messages[turn.messages_before:]
+            ledger.text = turn.text_before
 
     def sampled_segments(self) -> list[Segment]:
         """The segments with at least one sampled reply, in the order they were started."""
