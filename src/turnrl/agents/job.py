@@ -33,25 +33,26 @@ def load_tasks(path: str, key: str) -> list[dict[str, Any]]:
         raise ConfigError(f"{key}: {message}") from None
 
 
-def check_agent(cfg: Config) -> Callable[..., Any]:
-    """The agent of ``agent.entry_point``, its tasks readable, and the settings an agent
-    cannot use refused; :class:`ConfigError` naming the key and the fix."""
+def check_agent(cfg: Config) -> tuple[Callable[..., Any], list[dict[str, Any]],
+                                      list[dict[str, Any]]]:
+    """The agent of ``agent.entry_point``, its training and held-out tasks (default: the
+    training tasks), and the settings an agent cannot use refused; :class:`ConfigError`
+    naming the key and the fix."""
     a = cfg.agent
     assert a.entry_point is not None and a.tasks is not None
     try:
         agent = load_agent(a.entry_point)
     except AgentError as error:
         raise ConfigError(f"agent.entry_point: {error}") from None
-    load_tasks(a.tasks, "agent.tasks")
-    if a.eval_tasks:
-        load_tasks(a.eval_tasks, "agent.eval_tasks")
+    tasks = load_tasks(a.tasks, "agent.tasks")
+    held_out = load_tasks(a.eval_tasks, "agent.eval_tasks") if a.eval_tasks else tasks
     if cfg.sft.enabled and cfg.sft.source == "oracle":
         raise ConfigError("sft.source: an agent program has no oracle; set sft.enabled=false, "
                           "or sft.source=jsonl with sft.path (demonstrations as chat messages)")
     if cfg.distributed.backend != "none":
         raise ConfigError("distributed.backend: agent programs run in this process for now "
                           "(so train.mode is sync); set distributed.backend=none")
-    return agent
+    return agent, tasks, held_out
 
 
 def agent_spec(cfg: Config) -> EnvSpec:
@@ -77,11 +78,7 @@ class AgentJob:
 
     @classmethod
     def from_config(cls, cfg: Config) -> AgentJob:
-        a = cfg.agent
-        assert a.tasks is not None
-        tasks = load_tasks(a.tasks, "agent.tasks")
-        held_out = load_tasks(a.eval_tasks, "agent.eval_tasks") if a.eval_tasks else tasks
-        return cls(cfg, check_agent(cfg), tasks, held_out)
+        return cls(cfg, *check_agent(cfg))
 
     def runner(self, engine: Engine, tokenizer: PreTrainedTokenizerBase, temperature: float, *,
                evaluation: bool = False) -> AgentRunner:
