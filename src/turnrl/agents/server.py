@@ -255,8 +255,8 @@ class ModelServer:
             self._check_calls(key, session)
             turn = session.begin_raw(prompt) if key is not None else None
             temperature, top_p = self.sampling or (req.temperature, req.top_p)
-            max_tokens = self._fit(len(prompt), req.max_tokens)
             try:
+                max_tokens = self._fit(len(prompt), req.max_tokens)
                 completions = await self._sample(prompt, max_tokens, temperature, top_p,
                                                  req.seed, req.n, None)
             except BaseException:
