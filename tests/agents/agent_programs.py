@@ -53,6 +53,12 @@ def returns_garbage(client, task):
     return "great"
 
 
+def miscounts_calls(client, task):
+    client.chat.completions.create(model="policy", max_tokens=2,
+                                   messages=[{"role": "user", "content": "x"}])
+    return AgentResult(reward=1.0, call_rewards=[0.0, 0.0])
+
+
 def sleeps(client, task):
     client.chat.completions.create(model="policy", max_tokens=2,
                                    messages=[{"role": "user", "content": "x"}])

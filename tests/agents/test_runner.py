@@ -55,6 +55,7 @@ def test_an_async_agent_with_base_url_and_api_key(server) -> None:
     (agent_programs.raises, "ValueError: the agent broke on 1+1"),
     (agent_programs.never_calls, "never called the model"),
     (agent_programs.returns_garbage, "return a float reward"),
+    (agent_programs.miscounts_calls, "call_rewards has 2 entries, but the agent made 1"),
 ])
 def test_a_failed_run_is_a_failed_episode_that_says_why(server, agent, says) -> None:
     (t,) = run(server, agent, seeds=[0], group_size=1)

@@ -195,11 +195,9 @@ class AgentRunner:
         task = self.tasks[seed % len(self.tasks)]
         key, session = self.server.open_session()
         try:
-            value = await self._call(key, task)
-            result = to_result(value)
-            segments = session.sampled_segments()
-            if not segments:
-                raise AgentError("the agent never called the model")
+            result = to_result(await self._call(key, task))
+            return trajectories(session, result, env_id=self.name, seed=seed,
+                                group_id=group_id)
         except Exception as error:
             message = (f"agent {self.name} on task {seed}: {type(error).__name__}: {error}"
                        if not isinstance(error, TimeoutError)
@@ -210,7 +208,6 @@ class AgentRunner:
                                terminated=False, truncated=True, error=message)]
         finally:
             self.server.close_session(key)
-        return trajectories(session, result, env_id=self.name, seed=seed, group_id=group_id)
 
     async def _call(self, key: str, task: Any) -> Any:
         url = self.server.url(key)
@@ -279,6 +276,8 @@ def trajectories(session: Session, result: AgentResult, *, env_id: str, seed: in
     call's ``call_rewards`` entry (if given); the outcome ``result.reward`` is added at the
     last turn of every segment (each is trained on the episode's outcome)."""
     segments = session.sampled_segments()
+    if not segments:
+        raise AgentError("the agent never called the model")
     per_call = result.call_rewards or []
     if result.call_rewards is not None and len(per_call) != session.calls:
         raise AgentError(f"call_rewards has {len(per_call)} entries, but the agent made "
