@@ -83,6 +83,7 @@ def measure(args: argparse.Namespace) -> dict:
     from turnrl.agents.protocol import Limits
     from turnrl.agents.runner import AgentRunner
     from turnrl.agents.server import ModelServer
+    from turnrl.agents.workers import AgentWorkers
     from turnrl.models.policy import load_policy, load_tokenizer
     from turnrl.models.tiny import init_tiny_model
     from turnrl.rollout.engine import SamplingParams
@@ -111,8 +112,11 @@ def measure(args: argparse.Namespace) -> dict:
     server = ModelServer(engine(), tokenizer, model_name=guess_agent.MODEL,
                          limits=Limits(max_tokens=args.reply_tokens),
                          max_context_tokens=args.max_context_tokens, max_calls=16).start()
+    workers = (AgentWorkers("guess_agent:solve", args.workers) if args.workers > 0
+               else None)
     agent_runner = AgentRunner(server, guess_agent.solve, guess_agent.make_tasks(seeds),
-                               name="guess-agent", timeout_s=600, sampling=(1.0, 1.0))
+                               name="guess-agent", timeout_s=600, sampling=(1.0, 1.0),
+                               workers=workers)
     play = {"env": lambda n: env_runner.collect(make_env, seeds[:n], args.group_size),
             "agent": lambda n: agent_runner.collect(None, list(range(n)), args.group_size)}
     samples: dict[str, list[dict]] = {"env": [], "agent": []}
@@ -129,11 +133,14 @@ def measure(args: argparse.Namespace) -> dict:
                       flush=True)
     finally:
         agent_runner.close()
+        if workers is not None:
+            workers.close()
         server.close()
     modes = {name: {key: statistics.median(s[key] for s in runs) for key in runs[0]}
              for name, runs in samples.items()}
     return {"machine": platform.processor() or platform.machine(), "threads": args.threads,
             "torch": torch.__version__, "model": "tiny (default shape)",
+            "workers": args.workers,
             "sft": trained, "groups": args.groups, "group_size": args.group_size,
             "reply_tokens": args.reply_tokens, "repeats": args.repeats, "modes": modes,
             "rounds": samples,
@@ -176,6 +183,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--sft-conversations", type=int, default=1024)
     parser.add_argument("--sft-lr", type=float, default=5e-3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="agent worker processes (agent.workers; 0: threads)")
     parser.add_argument("--results-dir", default=str(RESULTS))
     args = parser.parse_args(argv)
     result = measure(args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import openai
@@ -76,3 +77,29 @@ def needs_more(client, task, budget):
 
 
 not_callable = 3
+
+
+def reports_pid(client, task):
+    """Answers once and says which process it ran in."""
+    client.chat.completions.create(model="policy", max_tokens=2,
+                                   messages=[{"role": "user", "content": task["question"]}])
+    return AgentResult(reward=1.0, info={"pid": os.getpid()})
+
+
+async def async_reports_pid(client, task):
+    await client.chat.completions.create(model="policy", max_tokens=2,
+                                         messages=[{"role": "user", "content": task["question"]}])
+    return AgentResult(reward=1.0, info={"pid": os.getpid()})
+
+
+def exits(client, task):
+    """Ends its whole process (as a crashing extension or ``os._exit`` would)."""
+    client.chat.completions.create(model="policy", max_tokens=2,
+                                   messages=[{"role": "user", "content": "x"}])
+    os._exit(3)
+
+
+def unpicklable_info(client, task):
+    client.chat.completions.create(model="policy", max_tokens=2,
+                                   messages=[{"role": "user", "content": "x"}])
+    return AgentResult(reward=1.0, info={"callback": lambda: None})

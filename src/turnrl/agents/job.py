@@ -14,6 +14,7 @@ from transformers import PreTrainedTokenizerBase
 from turnrl.agents.protocol import Limits
 from turnrl.agents.runner import AgentError, AgentRunner, load_agent
 from turnrl.agents.server import ModelServer
+from turnrl.agents.workers import AgentWorkers
 from turnrl.config import Config, ConfigError
 from turnrl.envs.builtin.dataset import DatasetEnvError, read_records
 from turnrl.envs.protocol import EnvSpec
@@ -74,6 +75,7 @@ class AgentJob:
     tasks: list[dict[str, Any]]
     eval_tasks: list[dict[str, Any]]
     server: ModelServer | None = None
+    workers: AgentWorkers | None = None  # agent.workers processes, shared by the runners
     _runners: dict[bool, AgentRunner] = field(default_factory=dict)  # by evaluation
 
     @classmethod
@@ -92,19 +94,25 @@ class AgentJob:
                                       max_context_tokens=r.max_context_tokens,
                                       max_calls=a.max_calls).start()
         self.server.engine = engine  # a rollback may have rebuilt it
+        if self.workers is None and a.workers > 0:
+            self.workers = AgentWorkers(str(a.entry_point), a.workers, http_timeout_s=a.timeout_s)
         runner = self._runners.get(evaluation)
         if runner is None:
             runner = self._runners[evaluation] = AgentRunner(
                 self.server, self.agent, self.eval_tasks if evaluation else self.tasks,
-                name=AGENT_ENV_ID, timeout_s=a.timeout_s, model=a.model_name)
+                name=AGENT_ENV_ID, timeout_s=a.timeout_s, model=a.model_name,
+                workers=self.workers)
         runner.sampling = (temperature, r.top_p)
         return runner
 
     def close(self) -> None:
-        """Stop the runners' threads and the server (idempotent)."""
+        """Stop the runners' threads, the worker processes and the server (idempotent)."""
         for runner in self._runners.values():
             runner.close()
         self._runners.clear()
+        if self.workers is not None:
+            self.workers.close()
+            self.workers = None
         if self.server is not None:
             self.server.close()
             self.server = None

@@ -28,15 +28,18 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from turnrl.agents.capture import Segment, Session
-from turnrl.agents.server import ModelServer
 from turnrl.types import EpisodeCounts, Trajectory
 
-__all__ = ["AgentError", "AgentResult", "AgentRunner", "load_agent", "to_result"]
+if TYPE_CHECKING:
+    from turnrl.agents.server import ModelServer
+    from turnrl.agents.workers import AgentWorkers
+
+__all__ = ["AgentError", "AgentResult", "AgentRunner", "RunFailed", "load_agent", "to_result"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,11 @@ CLIENT_ARGS = ("client", "base_url", "api_key", "task")
 
 class AgentError(ValueError):
     """The agent entry point cannot be used (not found, wrong signature)."""
+
+
+class RunFailed(RuntimeError):
+    """An agent run failed where it ran (a worker process); the message says how, e.g.
+    ``ValueError: ...`` for a run that raised."""
 
 
 @dataclass(frozen=True)
@@ -148,20 +156,22 @@ class AgentRunner:
         model: the model name the agent's client is told to use.
         sampling: ``(temperature, top_p)`` every call is sampled with, whatever the agent
             asks (training: the learner's temperature); None: the agent's.
+        workers: worker processes that run the agent (:mod:`turnrl.agents.workers`); None:
+            threads of this process (an ``async`` agent: the server's event loop).
     """
 
     def __init__(self, server: ModelServer, agent: Callable[..., Any], tasks: Sequence[Any], *,
                  name: str = "agent", timeout_s: float | None = None,
-                 model: str = "policy", sampling: tuple[float, float] | None = None) -> None:
+                 model: str = "policy", sampling: tuple[float, float] | None = None,
+                 workers: AgentWorkers | None = None) -> None:
         if not tasks:
             raise AgentError("the agent has no tasks (agent.tasks is empty)")
         self.server, self.agent, self.tasks, self.name = server, agent, tasks, name
         self.timeout_s, self.model, self.sampling = timeout_s, model, sampling
         self.arguments = agent_arguments(agent, name)
         self.is_async = inspect.iscoroutinefunction(agent)
-        # one HTTP connection pool for every run's client (a client's own pool and SSL
-        # context cost ~20 ms to build, more than a tiny model's call)
-        self._http: Any = None
+        self.workers = workers
+        self._http: Any = None  # the clients' connection pool (:func:`http_pool`)
         self._http_lock = threading.Lock()
 
     def close(self) -> None:
@@ -199,10 +209,12 @@ class AgentRunner:
             return trajectories(session, result, env_id=self.name, seed=seed,
                                 group_id=group_id)
         except Exception as error:
-            message = (f"agent {self.name} on task {seed}: {type(error).__name__}: {error}"
-                       if not isinstance(error, TimeoutError)
-                       else f"agent {self.name} on task {seed}: did not finish within "
-                            f"{self.timeout_s:g} s (agent.timeout_s)")
+            if isinstance(error, TimeoutError):
+                reason = f"did not finish within {self.timeout_s:g} s (agent.timeout_s)"
+            else:
+                reason = str(error) if isinstance(error, RunFailed) \
+                    else f"{type(error).__name__}: {error}"
+            message = f"agent {self.name} on task {seed}: {reason}"
             log.warning("%s", message)
             return [Trajectory(env_id=self.name, seed=seed, group_id=group_id, messages=[],
                                terminated=False, truncated=True, error=message)]
@@ -211,6 +223,8 @@ class AgentRunner:
 
     async def _call(self, key: str, task: Any) -> Any:
         url = self.server.url(key)
+        if self.workers is not None:
+            return await asyncio.wait_for(self.workers.call(url, key, task), self.timeout_s)
         if self.is_async:
             client = self._client(url, key, asynchronous=True) if "client" in self.arguments \
                 else None
@@ -229,20 +243,38 @@ class AgentRunner:
         return [given[name] for name in self.arguments]
 
     def _client(self, url: str, key: str, *, asynchronous: bool) -> Any:
-        try:
-            import openai
-        except ImportError:
-            raise AgentError("the agent takes a client, which needs the openai package: pip "
-                             "install openai (or take base_url and api_key)") from None
         with self._http_lock:
             if self._http is None:
-                pool = (openai.DefaultAsyncHttpxClient if asynchronous
-                        else openai.DefaultHttpxClient)
-                self._http = pool(limits=httpx.Limits(max_connections=None,
-                                                      max_keepalive_connections=None))
-        kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
-        return kind(base_url=url, api_key=key, max_retries=0, http_client=self._http,
-                    timeout=self.timeout_s if self.timeout_s else 600.0)
+                self._http = http_pool(asynchronous=asynchronous)
+        return openai_client(url, key, self._http, asynchronous=asynchronous,
+                             timeout_s=self.timeout_s)
+
+
+def http_pool(*, asynchronous: bool) -> Any:
+    """One HTTP connection pool for many runs' clients (a client's own pool and SSL context
+    cost ~20 ms to build, more than a tiny model's call), without a connection limit."""
+    openai = _openai()
+    pool = openai.DefaultAsyncHttpxClient if asynchronous else openai.DefaultHttpxClient
+    return pool(limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+
+
+def openai_client(url: str, key: str, http: Any, *, asynchronous: bool,
+                  timeout_s: float | None) -> Any:
+    """An ``openai`` client of one run (its session's ``url`` and ``key``) over ``http``;
+    no retries (a refused call is the agent's to handle)."""
+    openai = _openai()
+    kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+    return kind(base_url=url, api_key=key, max_retries=0, http_client=http,
+                timeout=timeout_s if timeout_s else 600.0)
+
+
+def _openai() -> Any:
+    try:
+        import openai
+    except ImportError:
+        raise AgentError("the agent takes a client, which needs the openai package: pip "
+                         "install openai (or take base_url and api_key)") from None
+    return openai
 
 
 def in_daemon_thread(fn: Callable[[], Any]) -> asyncio.Future[Any]:

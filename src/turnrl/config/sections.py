@@ -237,6 +237,11 @@ class AgentConfig(Section):
         16, ge=1, description="Most model calls of one run; later calls get an error."
     )
     model_name: str = Field("policy", description="The model id the endpoint serves.")
+    workers: int = Field(
+        1, ge=0, description="Worker processes the agent runs in (many runs each, in "
+        "threads), so its SDK and tools do not share the trainer's interpreter; 0: threads "
+        "of the trainer's process."
+    )
 
     @model_validator(mode="after")
     def _check_tasks(self) -> AgentConfig:

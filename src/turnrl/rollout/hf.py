@@ -43,6 +43,13 @@ if TYPE_CHECKING:
 
 __all__ = ["GrowingLayer", "HFEngine", "sample_rows", "sample_tokens"]
 
+# Event-loop rounds between two decoding steps. A request's way from the socket (or a finished
+# episode's next turn) to the queue takes a few rounds (read, parse, handler, capture); one
+# round let most of them miss the next step and run a step later in smaller batches. Three
+# rounds cost microseconds when nothing waits; bench/agents.py: 29.3 -> 31.3 episodes/s
+# through the endpoint, the env runner unchanged.
+YIELDS_BETWEEN_STEPS = 3
+
 
 class HFEngine:
     """Token-in / token-out generation with any Hugging Face causal LM.
@@ -144,8 +151,9 @@ class HFEngine:
     async def _serve(self) -> None:
         """Step the running batch until no request is running or waiting.
 
-        Between steps it yields to the event loop, so finished episodes step their envs and
-        queue their next turns, which join at the next step. An idle engine first waits for
+        Between steps it yields to the event loop (:data:`YIELDS_BETWEEN_STEPS` rounds), so
+        finished episodes step their envs and queue their next turns, which join at the next
+        step. An idle engine first waits for
         the burst of requests to settle, so the first prefill takes all of them.
         """
         was_training = self.model.training
@@ -161,7 +169,8 @@ class HFEngine:
                         request.fail(error)
                     self._reset_batch()
                     self._pending.clear()
-                await asyncio.sleep(0)
+                for _ in range(YIELDS_BETWEEN_STEPS):
+                    await asyncio.sleep(0)
         except asyncio.CancelledError:  # the event loop is going away: leave nothing behind
             self._reset_batch()
             self._pending.clear()
