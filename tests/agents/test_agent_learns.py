@@ -1,10 +1,13 @@
-"""An agent program learns through the endpoint: held-out success rises with RL over its SFT
-start, on three seeds (the agent twin of the smoke test on easy arithmetic)."""
+"""Agent programs learn through the endpoint: held-out success rises with RL over the SFT
+start, on three seeds each: a one-call test agent (the agent twin of the smoke test on easy
+arithmetic), and the guess example (``examples/agents/guess_agent.py``), a multi-turn program
+with a user simulator, run in a worker process as ``turnrl train`` runs it."""
 
 from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,55 @@ def test_grpo_raises_an_agent_programs_success(seed: int, tmp_path: Path) -> Non
     assert result.before is not None and result.after is not None
     assert result.after["success"] >= result.before["success"] + 0.2, (result.before,
                                                                        result.after)
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
+GUESS_KWARGS = {"high": 2}  # a secret of 1 or 2: one question (">1?"), then the guess
+
+
+def guess_files(tmp_path: Path) -> dict[str, Path]:
+    """The guess example's tasks (training and held-out seeds, ``high=2``) and its SFT file:
+    the oracle's own transcripts, where 70% of the final guesses are replaced by a uniform
+    random one, so the SFT start asks its question and then is right about 65% of the time
+    (it has not learned to read the answer)."""
+    sys.path.insert(0, str(EXAMPLES))
+    import guess_agent
+
+    rng = random.Random(0)
+    conversations = []
+    for messages in guess_agent.oracle_transcripts(range(200), env_kwargs=GUESS_KWARGS):
+        last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        guess = (f"guess {rng.randint(1, 2)}" if rng.random() < 0.7
+                 else messages[last]["content"])
+        conversations.append([*messages[:last], {"role": "assistant", "content": guess}])
+    rows = {"tasks.jsonl": guess_agent.make_tasks(range(500), GUESS_KWARGS),
+            "eval.jsonl": guess_agent.make_tasks(range(10**6, 10**6 + 64), GUESS_KWARGS),
+            "sft.jsonl": [{"messages": m} for m in conversations]}
+    for name, values in rows.items():
+        (tmp_path / name).write_text("".join(json.dumps(v) + "\n" for v in values))
+    return {name.removesuffix(".jsonl"): tmp_path / name for name in rows}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_grpo_teaches_the_guess_example_to_use_its_users_answers(seed: int,
+                                                                 tmp_path: Path) -> None:
+    """30 GRPO steps of 64 runs (8 tasks x 8), every turn an HTTP call from the example's
+    ``openai``-SDK program in its worker process. Measured held-out success (64 runs,
+    T=1): seed 0 0.50 -> 0.95, seed 1 0.67 -> 0.98, seed 2 0.61 -> 0.97 (about 30 s each).
+    Asserted: a gain of at least 0.2 on each, and games of about two turns (ask, guess)."""
+    files = guess_files(tmp_path)
+    cfg = load_config(None, [
+        "agent.entry_point=guess_agent:solve", f"agent.tasks={files['tasks']}",
+        f"agent.eval_tasks={files['eval']}", "rollout.max_new_tokens=8", *TINY_MODEL,
+        "sft.source=jsonl", f"sft.path={files['sft']}", "sft.lr=1e-2", "sft.epochs=16",
+        "sft.batch_size=16", "algo.preset=grpo", "train.steps=30", "train.n_groups=8",
+        "train.group_size=8", "train.mini_batch_size=64", "train.micro_batch_size=64",
+        "train.lr=2e-3", "train.checkpoint_every=0", "train.save_samples=0",
+        "eval.episodes=64", "log.progress=false", "log.tensorboard=false", "run.threads=1",
+        f"run.seed={seed}", f"run.out_dir={tmp_path / 'runs'}"])
+    result = train(cfg)
+    assert result.before is not None and result.after is not None
+    assert result.after["success"] >= result.before["success"] + 0.2, (result.before,
+                                                                       result.after)
+    assert result.after["turns"] <= 3.0, result.after
