@@ -6,8 +6,9 @@ The same game on the same tiny model, the same tasks and the same sampling, play
   ``guess-v0`` episodes;
 - **agent**: the guess agent program (``examples/agents/guess_agent.py``, the plain
   ``openai`` SDK holding a ``guess-v0`` env as its user simulator) plays them through the
-  OpenAI-compatible endpoint (``AgentRunner`` + ``ModelServer`` over its own ``HFEngine``):
-  every turn is an HTTP request, a JSON reply and a token-exact capture.
+  OpenAI-compatible endpoint (``AgentRunner`` + ``ModelServer`` over its own ``HFEngine``),
+  in ``--workers`` worker processes as ``agent.workers`` runs it (0: threads of this
+  process): every turn is an HTTP request, a JSON reply and a token-exact capture.
 
 Each round plays ``--groups`` tasks x ``--group-size`` episodes both ways, in turn (the
 order flips every round, so drifts of the machine hit both), ``--repeats`` rounds; medians
@@ -16,11 +17,11 @@ endpoint must not be the bottleneck). The model is the default tiny model after 
 on the env's oracle transcripts (``--sft-epochs``; 0 keeps the random model, whose replies
 are invalid and run to ``--reply-tokens`` tokens, so every game lasts its 10 turns).
 
-Both ways do the same engine work (the same prompts, cached and prefilled tokens and about
-as many forward passes); what differs is the Python work of each call (the ``openai`` client
-building the request and reading the reply, HTTP, the capture), which shares the GIL with
-the engine. A tiny model's turn takes milliseconds, so that work weighs here; a real model's
-turn takes far longer.
+Both ways do the same engine work (the same prompts, cached and prefilled tokens); what
+differs is each call's Python work (the ``openai`` client building the request and reading
+the reply, HTTP, the capture) and its latency: a request that arrives while the engine
+steps joins a later step, so the engine runs more, smaller prefills. A tiny model's turn
+takes milliseconds, so that work weighs here; a real model's turn takes far longer.
 
     python bench/agents.py                                     # 16 x 4 episodes, 5 rounds
     python bench/agents.py --groups 8 --repeats 3            # quicker (SFT: ~35 s idle)
@@ -157,7 +158,8 @@ def markdown(result: dict) -> str:
              else "the default tiny model, random (untrained)")
     lines = [f"`guess-v0`, {result['groups']} tasks x {result['group_size']} episodes per "
              f"round, replies up to {result['reply_tokens']} tokens, temperature 1; {model}; "
-             f"torch {result['torch']}, {result['threads']} threads; medians of "
+             f"torch {result['torch']}, {result['threads']} threads; the agent in "
+             f"{result['workers'] or 'no'} worker process(es) (agent.workers); medians of "
              f"{result['repeats']} rounds", "",
              "| played as | episodes/s | turns/s | mean turns | success | sampled tokens "
              "/ episode | failed |", "|---|---|---|---|---|---|---|"]
