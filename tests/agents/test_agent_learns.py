@@ -19,6 +19,21 @@ TINY_MODEL = ["model.tiny.hidden_size=32", "model.tiny.num_layers=1", "model.tin
               "model.tiny.num_kv_heads=1", "model.tiny.intermediate_size=64"]
 
 
+def train_with_grpo(tmp_path: Path, seed: int, overrides: list[str]) -> dict:
+    """SFT then GRPO on 8 tasks x 8 runs a step, held-out success over 64 runs before and
+    after RL, on the 1-layer tiny model; ``overrides`` name the agent, its data and rates.
+    The run's evaluations (after SFT, after RL), checked to be there."""
+    cfg = load_config(None, [
+        *TINY_MODEL, "sft.source=jsonl", "sft.batch_size=16", "algo.preset=grpo",
+        "train.n_groups=8", "train.group_size=8", "train.mini_batch_size=64",
+        "train.micro_batch_size=64", "train.checkpoint_every=0", "train.save_samples=0",
+        "eval.episodes=64", "log.progress=false", "log.tensorboard=false", "run.threads=1",
+        f"run.seed={seed}", f"run.out_dir={tmp_path / 'runs'}", *overrides])
+    result = train(cfg)
+    assert result.before is not None and result.after is not None
+    return {"before": result.before, "after": result.after}
+
+
 def sft_file(path: Path, n: int = 50) -> Path:
     """Demonstrations of the format only: "2+2=" answered 4 ± 5 at random (digits then EOS),
     so the SFT start is right about 1 time in 11."""
@@ -39,19 +54,11 @@ def test_grpo_raises_an_agent_programs_success(seed: int, tmp_path: Path) -> Non
     Asserted: a gain of at least 0.2 on each."""
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps({"question": "2+2=", "answer": "4"}) + "\n")
-    cfg = load_config(None, [
+    result = train_with_grpo(tmp_path, seed, [
         "agent.entry_point=agent_programs:answer", f"agent.tasks={tasks}",
-        "rollout.max_new_tokens=4", *TINY_MODEL, "sft.source=jsonl",
-        f"sft.path={sft_file(tmp_path / 'sft.jsonl')}", "sft.lr=3e-2", "sft.epochs=8",
-        "sft.batch_size=16", "algo.preset=grpo", "train.steps=20", "train.n_groups=8",
-        "train.group_size=8", "train.mini_batch_size=64", "train.micro_batch_size=64",
-        "train.lr=5e-3", "train.checkpoint_every=0", "train.save_samples=0",
-        "eval.episodes=64", "log.progress=false", "log.tensorboard=false", "run.threads=1",
-        f"run.seed={seed}", f"run.out_dir={tmp_path / 'runs'}"])
-    result = train(cfg)
-    assert result.before is not None and result.after is not None
-    assert result.after["success"] >= result.before["success"] + 0.2, (result.before,
-                                                                       result.after)
+        "rollout.max_new_tokens=4", f"sft.path={sft_file(tmp_path / 'sft.jsonl')}",
+        "sft.lr=3e-2", "sft.epochs=8", "train.steps=20", "train.lr=5e-3"])
+    assert result["after"]["success"] >= result["before"]["success"] + 0.2, result
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
@@ -90,17 +97,10 @@ def test_grpo_teaches_the_guess_example_to_use_its_users_answers(seed: int,
     T=1): seed 0 0.50 -> 0.95, seed 1 0.67 -> 0.98, seed 2 0.61 -> 0.97 (about 30 s each).
     Asserted: a gain of at least 0.2 on each, and games of about two turns (ask, guess)."""
     files = guess_files(tmp_path)
-    cfg = load_config(None, [
+    result = train_with_grpo(tmp_path, seed, [
         "agent.entry_point=guess_agent:solve", f"agent.tasks={files['tasks']}",
-        f"agent.eval_tasks={files['eval']}", "rollout.max_new_tokens=8", *TINY_MODEL,
-        "sft.source=jsonl", f"sft.path={files['sft']}", "sft.lr=1e-2", "sft.epochs=16",
-        "sft.batch_size=16", "algo.preset=grpo", "train.steps=30", "train.n_groups=8",
-        "train.group_size=8", "train.mini_batch_size=64", "train.micro_batch_size=64",
-        "train.lr=2e-3", "train.checkpoint_every=0", "train.save_samples=0",
-        "eval.episodes=64", "log.progress=false", "log.tensorboard=false", "run.threads=1",
-        f"run.seed={seed}", f"run.out_dir={tmp_path / 'runs'}"])
-    result = train(cfg)
-    assert result.before is not None and result.after is not None
-    assert result.after["success"] >= result.before["success"] + 0.2, (result.before,
-                                                                       result.after)
-    assert result.after["turns"] <= 3.0, result.after
+        f"agent.eval_tasks={files['eval']}", "rollout.max_new_tokens=8",
+        f"sft.path={files['sft']}", "sft.lr=1e-2", "sft.epochs=16", "train.steps=30",
+        "train.lr=2e-3"])
+    assert result["after"]["success"] >= result["before"]["success"] + 0.2, result
+    assert result["after"]["turns"] <= 3.0, result
