@@ -51,6 +51,20 @@ def test_an_async_agent_with_base_url_and_api_key(server) -> None:
     assert all(t.error is None and not t.success and t.num_turns == 1 for t in trajectories)
 
 
+def test_a_seeded_runs_samples_do_not_depend_on_the_other_runs(server) -> None:
+    """With a seed, each run samples from (seed, task, group, member): the same run alone or
+    among five others, arriving at other times and in other batches, samples the same
+    tokens; its group mates sample their own."""
+    (alone,) = run(server, agent_programs.two_calls, seeds=[1], group_size=1, seed=7)
+    crowded = run(server, agent_programs.two_calls, seeds=[1, 0], group_size=3, seed=7)
+    assert (crowded[0].seed, crowded[0].group_id) == (alone.seed, alone.group_id) == (1, 10)
+    assert crowded[0].token_ids == alone.token_ids
+    assert crowded[0].logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+    assert len({tuple(t.token_ids) for t in crowded[:3]}) > 1
+    other_seed = run(server, agent_programs.two_calls, seeds=[1], group_size=1, seed=8)
+    assert other_seed[0].token_ids != alone.token_ids
+
+
 @pytest.mark.parametrize(("agent", "says"), [
     (agent_programs.raises, "ValueError: the agent broke on 1+1"),
     (agent_programs.never_calls, "never called the model"),

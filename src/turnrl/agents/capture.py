@@ -75,16 +75,26 @@ class Session:
     Args:
         tokenizer: renders messages with its chat template and encodes the deltas.
         eos_token_id: ends a sampled reply (not part of the message's content).
+        seed: the run's sampling seed (:meth:`call_seed`); None: the engine draws each
+            call's.
 
     Thread-safe: an agent may call the model from several threads at once.
     """
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, *, eos_token_id: int | None) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, *, eos_token_id: int | None,
+                 seed: int | None = None) -> None:
         self.tokenizer = tokenizer
         self.eos_token_id = eos_token_id
+        self.seed = seed
         self.segments: list[Segment] = []
         self.calls = 0
         self._lock = threading.Lock()
+
+    def call_seed(self, call: int) -> int | None:
+        """The sampling seed of call number ``call`` of a seeded run: its samples then
+        depend on the run and the call only, not on when its requests reached the engine or
+        which others shared its batch (None for an unseeded run)."""
+        return None if self.seed is None else hash((self.seed, call)) % 2**62
 
     def begin(self, messages: list[dict], tools: list[dict] | None) -> Turn:
         """The prompt of a call that sends ``messages`` (normalised, as the agent sent them)

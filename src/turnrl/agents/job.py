@@ -101,7 +101,7 @@ class AgentJob:
             runner = self._runners[evaluation] = AgentRunner(
                 self.server, self.agent, self.eval_tasks if evaluation else self.tasks,
                 name=AGENT_ENV_ID, timeout_s=a.timeout_s, model=a.model_name,
-                workers=self.workers)
+                workers=self.workers, seed=self.cfg.run.seed + int(evaluation))
         runner.sampling = (temperature, r.top_p)
         return runner
 

@@ -158,19 +158,22 @@ class AgentRunner:
             asks (training: the learner's temperature); None: the agent's.
         workers: worker processes that run the agent (:mod:`turnrl.agents.workers`); None:
             threads of this process (an ``async`` agent: the server's event loop).
+        seed: seeds each run's sampling from ``(seed, task seed, group id, member)``, so a
+            run's samples do not depend on the timing of the others (None: the engine's
+            draws, in the order requests arrive).
     """
 
     def __init__(self, server: ModelServer, agent: Callable[..., Any], tasks: Sequence[Any], *,
                  name: str = "agent", timeout_s: float | None = None,
                  model: str = "policy", sampling: tuple[float, float] | None = None,
-                 workers: AgentWorkers | None = None) -> None:
+                 workers: AgentWorkers | None = None, seed: int | None = None) -> None:
         if not tasks:
             raise AgentError("the agent has no tasks (agent.tasks is empty)")
         self.server, self.agent, self.tasks, self.name = server, agent, tasks, name
         self.timeout_s, self.model, self.sampling = timeout_s, model, sampling
         self.arguments = agent_arguments(agent, name)
         self.is_async = inspect.iscoroutinefunction(agent)
-        self.workers = workers
+        self.workers, self.seed = workers, seed
         self._http: Any = None  # the clients' connection pool (:func:`http_pool`)
         self._http_lock = threading.Lock()
 
@@ -197,13 +200,15 @@ class AgentRunner:
         return [t for run in runs for t in run]
 
     async def _collect(self, jobs: list[tuple[int, int, int]]) -> list[list[Trajectory]]:
-        return list(await asyncio.gather(*(self.run_episode(seed, group_id)
-                                           for seed, group_id, _ in jobs)))
+        return list(await asyncio.gather(*(self.run_episode(seed, group_id, member)
+                                           for seed, group_id, member in jobs)))
 
-    async def run_episode(self, seed: int, group_id: int) -> list[Trajectory]:
-        """One agent run on task ``seed``: its segments' trajectories, or one failed one."""
+    async def run_episode(self, seed: int, group_id: int, member: int = 0) -> list[Trajectory]:
+        """One agent run on task ``seed`` (``member`` of its group): its segments'
+        trajectories, or one failed one."""
         task = self.tasks[seed % len(self.tasks)]
-        key, session = self.server.open_session()
+        key, session = self.server.open_session(
+            None if self.seed is None else hash((self.seed, seed, group_id, member)))
         try:
             result = to_result(await self._call(key, task))
             return trajectories(session, result, env_id=self.name, seed=seed,

@@ -169,10 +169,11 @@ class ModelServer:
         root = f"http://{self.host}:{self.port}"
         return f"{root}/s/{key}/v1" if key else f"{root}/v1"
 
-    def open_session(self) -> tuple[str, Session]:
-        """A new capture session and its key."""
+    def open_session(self, seed: int | None = None) -> tuple[str, Session]:
+        """A new capture session and its key; ``seed`` seeds its calls that do not send a
+        ``seed`` of their own (:meth:`Session.call_seed`)."""
         key = uuid.uuid4().hex
-        self.sessions[key] = Session(self.tokenizer, eos_token_id=self.eos_token_id)
+        self.sessions[key] = Session(self.tokenizer, eos_token_id=self.eos_token_id, seed=seed)
         return key, self.sessions[key]
 
     def close_session(self, key: str) -> Session | None:
@@ -219,8 +220,9 @@ class ModelServer:
             temperature, top_p = self.sampling or (req.temperature, req.top_p)
             try:
                 max_tokens = self._fit(len(turn.prompt_ids), req.max_tokens)
+                seed = req.seed if req.seed is not None else session.call_seed(turn.call)
                 completions = await self._sample(turn.prompt_ids, max_tokens, temperature,
-                                                 top_p, req.seed, req.n,
+                                                 top_p, seed, req.n,
                                                  _engine_session(key, turn.segment))
             except BaseException:
                 session.abandon(turn)
@@ -257,8 +259,10 @@ class ModelServer:
             temperature, top_p = self.sampling or (req.temperature, req.top_p)
             try:
                 max_tokens = self._fit(len(prompt), req.max_tokens)
+                seed = req.seed if req.seed is not None or turn is None \
+                    else session.call_seed(turn.call)
                 completions = await self._sample(prompt, max_tokens, temperature, top_p,
-                                                 req.seed, req.n, None)
+                                                 seed, req.n, None)
             except BaseException:
                 if turn is not None:
                     session.abandon(turn)
