@@ -5,6 +5,7 @@ server behind; settings an agent cannot use are refused before any run dir exist
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -52,6 +53,22 @@ def test_an_agent_program_trains_and_evaluates(tmp_path) -> None:
             and t.name.startswith("turnrl")}):
         time.sleep(0.05)
     assert not leftover  # the server and the agents' threads are gone
+    assert not worker_processes()  # and the agent's worker process (agent.workers=1)
+
+
+def worker_processes() -> list[int]:
+    """The pids of this process's children that are agent workers."""
+    pids = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines()
+                          if ":\t" in line)
+            cmdline = (status.parent / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields.get("PPid", "0")) == os.getpid() and b"turnrl.agents.workers" in cmdline:
+            pids.append(int(status.parent.name))
+    return pids
 
 
 def test_failed_agent_runs_are_left_out_and_counted(tmp_path) -> None:
