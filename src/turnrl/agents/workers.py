@@ -175,7 +175,7 @@ class _Worker:
 
     def __init__(self, index: int, process: subprocess.Popen, conn: Connection) -> None:
         self.index, self.process, self.conn = index, process, conn
-        self.in_flight, self.alive, self.closing = 0, True, False
+        self.in_flight, self.alive = 0, True
         self.reader: threading.Thread | None = None
 
     @classmethod
@@ -199,7 +199,6 @@ class _Worker:
         return worker
 
     def stop(self) -> None:
-        self.closing = True
         try:
             self.process.wait(5)
         except subprocess.TimeoutExpired:
