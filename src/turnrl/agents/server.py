@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+import torch
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -115,9 +116,13 @@ class ModelServer:
         self._server = uvicorn.Server(config)
         self.loop = new_event_loop()
         started = threading.Event()
+        # the engine steps on the server's thread: with this thread's torch threads (OpenMP
+        # keeps a count per thread, and vLLM's CPU attention checks that it matches)
+        threads = torch.get_num_threads()
 
         def serve() -> None:
             assert self.loop is not None
+            torch.set_num_threads(threads)
             asyncio.set_event_loop(self.loop)
             self.loop.call_soon(started.set)
             try:
