@@ -54,3 +54,20 @@ def load_vllm_tiny(vllm_model_dir: Path) -> Callable[[], torch.nn.Module]:
 
     return functools.partial(load_policy, vllm_model_dir, dtype=torch.float32,
                              device=torch.device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def policy(load_vllm_tiny):
+    """The tiny model in fp32, for the module's engine and its forward-pass checks."""
+    return load_vllm_tiny().eval()
+
+
+@pytest.fixture(scope="module")
+def engine(policy, vllm_tokenizer):
+    """A vLLM engine over ``policy`` (one per module: vLLM allows one in-process engine)."""
+    from turnrl.rollout.vllm_engine import VLLMEngine
+
+    engine = VLLMEngine(policy, eos_token_id=vllm_tokenizer.eos_token_id, seed=0,
+                        max_model_len=2048, max_batch_size=64)
+    yield engine
+    engine.close()

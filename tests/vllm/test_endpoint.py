@@ -5,29 +5,14 @@ tokens decode to what the model saw and whose sampled log-probs equal a forward 
 from __future__ import annotations
 
 import httpx
-import pytest
 import torch
 from vllm_support import require_vllm
 
 from turnrl.agents.protocol import Limits
 from turnrl.agents.server import ModelServer
 from turnrl.models.policy import token_logprobs
-from turnrl.rollout.vllm_engine import VLLMEngine
 
 require_vllm()
-
-
-@pytest.fixture(scope="module")
-def policy(load_vllm_tiny):
-    return load_vllm_tiny().eval()
-
-
-@pytest.fixture(scope="module")
-def engine(policy, vllm_tokenizer):
-    engine = VLLMEngine(policy, eos_token_id=vllm_tokenizer.eos_token_id, seed=0,
-                        max_model_len=2048, max_batch_size=64)
-    yield engine
-    engine.close()
 
 
 def test_an_agents_calls_over_vllm_are_captured_token_exactly(engine, policy,

@@ -25,19 +25,6 @@ require_vllm()
 ENVS = ("frozenlake-v0", "sokoban-v0", "search-qa-v0")
 
 
-@pytest.fixture(scope="module")
-def policy(load_vllm_tiny):
-    return load_vllm_tiny().eval()
-
-
-@pytest.fixture(scope="module")
-def engine(policy, vllm_tokenizer):
-    engine = VLLMEngine(policy, eos_token_id=vllm_tokenizer.eos_token_id, seed=0,
-                        max_model_len=2048, max_batch_size=64)
-    yield engine
-    engine.close()
-
-
 def prompt(tokenizer, text: str = "hello there") -> list[int]:
     return tokenizer.apply_chat_template([{"role": "user", "content": text}],
                                          add_generation_prompt=True, tokenize=True,
