@@ -1,5 +1,6 @@
-"""Shared fixtures: a tiny model built once per session, its tokenizer, and a briefly
-SFT-trained copy that ends its turns with EOS (so stop paths are exercised).
+"""Shared fixtures: a tiny model built once per session, its tokenizer, a briefly
+SFT-trained copy that ends its turns with EOS (so stop paths are exercised), and a real
+tiny `turnrl train` run (``tiny_run``).
 
 torch runs on one thread: per-op latency of these tiny models is much lower that way on
 small CPU boxes, and the training loop's ``run.threads`` must not leak between tests.
@@ -14,15 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from fixture_runs import TINY
 from turnrl import envs
 from turnrl.config import TinyConfig
 
 torch.set_num_threads(1)
-
-# The smallest shape that still has every part of the architecture (GQA: 2 query heads, 1 kv).
-TINY = TinyConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
-                  intermediate_size=64)
-
 
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
@@ -92,3 +89,18 @@ def sft_model_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path
 @pytest.fixture(scope="session")
 def load_sft(sft_model_dir: Path) -> Callable[[], torch.nn.Module]:
     return functools.partial(_load, sft_model_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """``turnrl train`` on :data:`TINY_RUN`: the run dir and what the command printed."""
+    import contextlib
+    import io
+
+    from fixture_runs import TINY_RUN
+    from turnrl.cli import main
+
+    out, printed = tmp_path_factory.mktemp("runs"), io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["train", *TINY_RUN, f"run.out_dir={out}", "run.name=tiny"]) == 0
+    return out / "tiny", printed.getvalue()

@@ -50,11 +50,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from turnrl.io import RunDirLocked
     from turnrl.models.chat import ChatTemplateError
     from turnrl.models.policy import ModelLoadError
+    from turnrl.report import ReportError
     from turnrl.train.checkpoint import CheckpointError
     from turnrl.train.sft import DatasetError
 
     return (ConfigError, ModelLoadError, DatasetError, ChatTemplateError, UnknownNameError,
-            EnvPluginError, UsageError, CheckpointError, RunDirLocked)
+            EnvPluginError, UsageError, CheckpointError, RunDirLocked, ReportError)
 
 
 # ---------------------------------------------------------------------- commands
@@ -84,6 +85,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 128 + stop.signum
     print_results(result.before, result.after, run_dir=result.run_dir,
                   wall_time_s=result.wall_time_s)
+    if result.report is not None:
+        Console().print(f"report: [bold]{result.report}[/] (open it in a browser)")
     return 0
 
 
@@ -206,6 +209,29 @@ def cmd_status(args: argparse.Namespace) -> int:
         Console().print(status_report(run_dir))
     except FileNotFoundError as error:
         raise UsageError(str(error)) from None
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from turnrl.report import expand_runs
+    from turnrl.report.report import write_report
+
+    paths = expand_runs(args.runs)
+    out = Path(args.output) if args.output else None
+    path = write_report(paths, out, max_episodes=args.max_episodes)
+    print(f"report: {path} ({path.stat().st_size / 2**20:.1f} MiB; open it in a browser)")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from turnrl.report import expand_runs
+    from turnrl.report.compare import compare, markdown, write_compare
+
+    result = compare(expand_runs(args.runs), by=args.by, metric=args.metric,
+                     curve_metric=args.curve_metric)
+    print(markdown(result), end="")
+    path = write_compare(result, Path(args.output))
+    print(f"\ncompare page: {path}")
     return 0
 
 
@@ -396,6 +422,40 @@ def build_parser() -> argparse.ArgumentParser:
                        "throughput and busy time, queue depth, staleness and restarts.")
     p.add_argument("run", metavar="RUN", help="a run dir, e.g. runs/default")
     p.set_defaults(fn=cmd_status)
+
+    p = sub.add_parser("report", help="an HTML report of runs: curves, evals, trajectories",
+                       description="Write one self-contained HTML file (no network needed) "
+                       "with the runs' learning curves, alarms, timings, held-out "
+                       "evaluations, a trajectory browser over samples/ (conversation, "
+                       "per-turn rewards and advantages, tokens coloured by mask, advantage, "
+                       "log-prob, entropy), and each run's config and machine.")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="run dirs (or a glob, or a directory of runs such as runs/)")
+    p.add_argument("-o", "--output", help="the HTML file (default: RUN/report.html)")
+    from turnrl.report.report import MAX_EPISODES
+
+    p.add_argument("--max-episodes", type=int, default=MAX_EPISODES,
+                   help="most sampled episodes embedded per run, spread over its steps "
+                   f"(default {MAX_EPISODES})")
+    p.set_defaults(fn=cmd_report)
+
+    p = sub.add_parser("compare", help="compare groups of runs across seeds (IQM, P(improve))",
+                       description="Group runs by a config key (seeds pooled) and report the "
+                       "interquartile mean of their held-out score with stratified-bootstrap "
+                       "95%% intervals, the probability of improvement of each pair, "
+                       "performance profiles and learning curves with bands (rliable). A "
+                       "markdown table goes to stdout; the page to --output.")
+    p.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB",
+                   help="run dirs, globs (quoted: 'runs/sweep-*') or directories of runs")
+    p.add_argument("--by", default="algo.preset",
+                   help="the config key whose value names a group (default algo.preset)")
+    p.add_argument("--metric", default="success",
+                   help="the held-out score compared (an eval.json key; default success)")
+    p.add_argument("--curve-metric", default="rollout/success",
+                   help="the training metric of the learning curves (default rollout/success)")
+    p.add_argument("-o", "--output", default="compare.html",
+                   help="the HTML file (default compare.html)")
+    p.set_defaults(fn=cmd_compare)
 
     p = sub.add_parser("envs", help="list registered environments")
     p.set_defaults(fn=cmd_envs)

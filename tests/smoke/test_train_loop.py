@@ -113,7 +113,8 @@ def test_run_trains_logs_and_checkpoints(tmp_path: Path, post_sft_weights, prese
     for record in records:
         names = set(record) - {"step", "phase", "time"}
         assert all(name.startswith(PREFIXES) for name in names), names
-        expected_prefix = {"sft": ("sft/",), "eval": ("eval/",)}.get(record["phase"], PREFIXES)
+        expected_prefix = {"sft": ("sft/",), "eval": ("eval/", "perf/eval_s")}.get(
+            record["phase"], PREFIXES)
         assert all(name.startswith(expected_prefix) for name in names)
     train_records = [r for r in records if r["phase"] == "train"]
     assert [r["step"] for r in train_records] == [1, 2, 3]

@@ -293,6 +293,11 @@ class LogConfig(Section):
     wandb: bool = Field(False, description="Log to Weights & Biases (turnrl[wandb]).")
     mlflow: bool = Field(False, description="Log to MLflow (turnrl[mlflow]).")
     progress: bool = Field(True, description="Show a progress bar on the terminal.")
+    report: bool = Field(True, description="Write the run's report (RUN/report.html: curves, "
+                         "evaluations, trajectories; `turnrl report`) when the run ends.")
+    report_every: int = Field(0, ge=0, description="Also rewrite RUN/report.html every this "
+                              "many RL steps, to watch a long run by reloading it (0: only at "
+                              "the end).")
 
 
 class AlarmsConfig(Section):

@@ -4,7 +4,8 @@
 rollbacks so far, a pending stop signal and the policy version. :class:`StepHooks` runs
 after each step, in order: log the metrics, check the collapse alarms (warn, stop, or roll
 back to an earlier checkpoint with smaller learning rates), evaluate every
-``train.eval_every`` steps, checkpoint every ``train.checkpoint_every`` steps, and stop
+``train.eval_every`` steps, checkpoint every ``train.checkpoint_every`` steps, rewrite the
+report every ``log.report_every`` steps, and stop
 cleanly (after a checkpoint) when SIGINT or SIGTERM arrived. It also saves and restores the
 training state of a checkpoint (optimizers, generators, alarms, the task cursor, the KL
 coefficient).
@@ -24,6 +25,7 @@ import torch
 from rich.markup import escape
 
 from turnrl.algos.correction import AdaptiveKLController
+from turnrl.report.report import write_run_report
 from turnrl.train.alarms import ACTIONABLE, AlarmMonitor, default_rules
 from turnrl.train.checkpoint import (
     checkpoint_step,
@@ -173,6 +175,8 @@ class StepHooks:
         saved = bool(t.checkpoint_every and done % t.checkpoint_every == 0)
         if saved:
             self.checkpoint(done)
+        if cfg.log.report_every and done % cfg.log.report_every == 0:
+            write_run_report(self.run.run_dir)
         state.step = done
         if state.stop_signal is not None:  # SIGINT/SIGTERM: save, then stop cleanly
             if not saved:
@@ -181,6 +185,10 @@ class StepHooks:
             raise Interrupted(state.stop_signal,
                               f"stopped by {name} after step {done}; checkpoint saved: resume "
                               f"with `turnrl train --resume {self.run.run_dir}`")
+
+    def final_report(self) -> Path | None:
+        """``RUN/report.html`` once the run is done (``log.report``); its path, or None."""
+        return write_run_report(self.run.run_dir) if self.run.cfg.log.report else None
 
     def checkpoint(self, step: int) -> None:
         learner, run = self.learner, self.run

@@ -137,6 +137,22 @@ class Learner:
         return self._chunked(lambda b, width: self._forward(self.policy, b, width)[0], batch)
 
     @torch.no_grad()
+    def policy_token_stats(self, batch: TokenBatch) -> tuple[Tensor, Tensor]:
+        """Log-probs and entropies (B, T) of the current policy (the samples a step keeps,
+        ``turnrl.train.samples``): ``H_t = −Σ_v π(v | x_<t) log π(v | x_<t)``."""
+        logprobs, entropies = torch.zeros_like(batch.logprobs), torch.zeros_like(batch.logprobs)
+        width = longest(batch, torch.arange(batch.size))
+        for rows in self.plan.passes(batch, torch.arange(batch.size), packed=True):
+            sub = batch.select(rows).to(self.device)
+            sub_logprobs, sub_entropies, _ = self._forward(self.policy, sub, width,
+                                                           with_entropy=True)
+            assert sub_entropies is not None
+            logprobs[rows, : sub.input_ids.shape[1]] = sub_logprobs.float().to(logprobs.device)
+            entropies[rows, : sub.input_ids.shape[1]] = sub_entropies.float().to(
+                entropies.device)
+        return logprobs, entropies
+
+    @torch.no_grad()
     def reference_logprobs(self, batch: TokenBatch) -> Tensor:
         """Log-probs (B, T) of the frozen reference policy."""
         assert self.reference is not None

@@ -25,7 +25,7 @@ from turnrl.train.collect import RolloutError
 from turnrl.train.hooks import AlarmStop, Interrupted, LoopState, StepHooks, stop_signals
 from turnrl.train.layout import layout
 from turnrl.train.learner import Learner
-from turnrl.train.samples import save_samples
+from turnrl.train.samples import sample_stats, save_samples
 from turnrl.train.scoring import score
 from turnrl.train.setup import (
     Run,
@@ -56,6 +56,7 @@ class RunResult:
     after: dict[str, float] | None
     history: list[dict[str, float]] = field(default_factory=list)
     wall_time_s: float = 0.0
+    report: Path | None = None  # RUN/report.html (log.report)
 
 
 def warm_start_and_evaluate(run: Run, conversations: list | None) -> dict[str, float] | None:
@@ -132,6 +133,7 @@ def train(cfg: Config, *, resume: Path | None = None,
                     advantage_inputs(scored, passes, algo), **algo.adv_kwargs)
                 batch, batch_metrics = train_batch(scored, passes, advantage, kl, algo,
                                                    collected.outcomes)
+                stats = sample_stats(learner, tokens, t.save_samples)  # before the update
                 warming_up = step < cfg.critic.warmup_steps  # train the critic alone
                 engine_metrics = run.model.engine.step_metrics()
                 run.model.engine.sleep()  # a colocated engine frees the GPU for the update
@@ -140,7 +142,7 @@ def train(cfg: Config, *, resume: Path | None = None,
                 push_weights()
                 t2 = time.perf_counter()
                 save_samples(run.run_dir, step + 1, episodes, collected.scores, scored, batch,
-                             t.save_samples)
+                             t.save_samples, stats)
                 hooks.end_step({
                     **collected.metrics, **kl.metrics, **scored.metrics, **batch_metrics,
                     **update, "loss/critic_warmup": float(warming_up), **advantage.metrics,
@@ -159,6 +161,7 @@ def train(cfg: Config, *, resume: Path | None = None,
             atomic_write_text(run.run_dir / "eval.json", json.dumps(
                 {"before": state.before, "after": after, "wall_time_s": result.wall_time_s,
                  "config": dump_config(cfg)}, indent=2) + "\n")
+        result.report = hooks.final_report()
     except DiskFullError as error:  # its checkpoints are whole: the run stays resumable
         raise DiskFullError(f"{error}; free space (or move run.out_dir) and resume with "
                             f"`turnrl train --resume {run.run_dir}`") from None

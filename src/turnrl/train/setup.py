@@ -19,6 +19,7 @@ import logging
 import os
 import random
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,7 @@ from turnrl.train import preflight, sft
 from turnrl.train.checkpoint import checkpoint_step, drop_checkpoints_after, resume_checkpoint
 from turnrl.train.collect import Collector
 from turnrl.train.learner import GradientSync, Learner
+from turnrl.train.meta import record_session
 from turnrl.train.progress import Progress
 from turnrl.train.scoring import Shaping
 from turnrl.train.tracking import MetricsLogger
@@ -261,6 +263,7 @@ def _open(checked: Validated, run_dir: Path, rewards: CombinedReward | None,
     """:func:`open_run` after the run dir is locked and its checkpoint checked."""
     cfg = checked.cfg
     device = setup_torch(cfg)
+    record_session(run_dir, device)
     source = str(resume_from) if resume_from else model_source(cfg, run_dir)
     model = load_model(cfg, source, device, fresh_lora=resume_from is None)
     resume_at = None
@@ -310,9 +313,12 @@ def run_eval(cfg: Config, model: Model, make_env: Callable[[], Env], progress: P
 
 
 def evaluate_run(run: Run, step: int, label: str) -> dict[str, float]:
-    """:func:`run_eval` on the run's current model, logged as ``eval/*`` at ``step``."""
+    """:func:`run_eval` on the run's current model, logged as ``eval/*`` at ``step`` with
+    its wall time (``perf/eval_s``)."""
+    start = time.perf_counter()
     summary = run_eval(run.cfg, run.model, run.make_env, run.progress, label)
-    run.logger.log(step, {f"eval/{k}": v for k, v in summary.items()}, phase="eval")
+    run.logger.log(step, {**{f"eval/{k}": v for k, v in summary.items()},
+                          "perf/eval_s": time.perf_counter() - start}, phase="eval")
     return summary
 
 
