@@ -7,17 +7,19 @@ clear ``error:`` line and exits with status 2, without a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from turnrl.console import tolerate_any_encoding
+from turnrl.console import set_verbosity, tolerate_any_encoding
 from turnrl.io import DiskFullError
 from turnrl.registry import UnknownNameError
 
@@ -109,19 +111,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from turnrl.train.setup import check_inputs, evaluate_run, open_run
 
     target = model_target(args.model)
-    overrides = [f"model.path={target}", f"env.id={args.env}", f"eval.episodes={args.episodes}",
-                 f"eval.samples_per_task={args.samples}",
-                 f"eval.pass_k=[{','.join(str(k) for k in args.pass_k or [1])}]",
-                 f"eval.temperature={args.temperature}", "sft.enabled=false",
-                 f"run.name=eval-{re.sub(r'[^A-Za-z0-9_.:-]', '_', args.env)}",
-                 f"run.out_dir={args.out_dir}"]
-    if args.seed_start is not None:
-        overrides.append(f"env.eval_seed_start={args.seed_start}")
-    cfg = load_config(None, overrides)
+    base, overrides = eval_config(args, target)
+    cfg = load_config(base, overrides)
     limit = getattr(read_config(str(target)) if Path(target).is_dir() else None,
                     "max_position_embeddings", None)
     if isinstance(limit, int) and limit < cfg.rollout.max_context_tokens:  # a short model
-        cfg = load_config(None, [*overrides, f"rollout.max_context_tokens={limit}"])
+        cfg = load_config(base, [*overrides, f"rollout.max_context_tokens={limit}"])
     checked = validate(cfg)
     check_inputs(cfg, resume=None)  # the model dir, before a run dir exists
     run = open_run(checked)
@@ -130,6 +125,30 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print_results(None, summary, run_dir=run.run_dir, wall_time_s=None,
                   labels=("", str(args.model)))
     return 0
+
+
+def eval_config(args: argparse.Namespace, target: Path | str) -> tuple[Path | None, list[str]]:
+    """The config ``turnrl eval`` runs: a run dir's own resolved config (its env and kwargs,
+    token budgets, evaluation settings), else the defaults; then the flags given, then the
+    ``key=value`` overrides. Returns ``(config file or None, overrides)``."""
+    import yaml
+
+    run_config = Path(args.model) / "config.yaml"
+    base = run_config if Path(args.model).is_dir() and run_config.is_file() else None
+    if base is None and args.env is None:
+        raise UsageError(f"{args.model!r} is not a run directory (no config.yaml): say which "
+                         "env to evaluate on with --env, e.g. --env frozenlake-v0")
+    trained_on = (yaml.safe_load(base.read_text()) or {}).get("env", {}).get("id") \
+        if base is not None else None
+    env = args.env or trained_on
+    overrides = [f"model.path={target}", "model.lora.enabled=false", "sft.enabled=false",
+                 "log.report=false", f"run.name=eval-{re.sub(r'[^A-Za-z0-9_.:-]', '_', env)}",
+                 f"run.out_dir={args.out_dir}", f"env.id={env}"]
+    flags = {"eval.episodes": args.episodes, "eval.samples_per_task": args.samples,
+             "eval.temperature": args.temperature, "env.eval_seed_start": args.seed_start,
+             "eval.pass_k": f"[{','.join(map(str, args.pass_k))}]" if args.pass_k else None}
+    overrides += [f"{key}={value}" for key, value in flags.items() if value is not None]
+    return base, [*overrides, *args.items]
 
 
 def model_target(model: str) -> Path | str:
@@ -223,6 +242,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from turnrl.report.show import show
+
+    show(Path(args.run), Console(), step=args.step, episode=args.episode,
+         evaluation=args.eval)
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from turnrl.report import expand_runs
     from turnrl.report.compare import compare, markdown, write_compare
@@ -289,16 +316,27 @@ def parse_kwargs(items: Sequence[str]) -> dict:
 def cmd_algos(args: argparse.Namespace) -> int:
     from turnrl.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
 
-    table = Table(title="algorithm presets (override any key: algo.<key>=...)")
-    for column in ("preset", "advantage", "policy loss", "aggregation", "kl / entropy", "paper"):
-        table.add_column(column, overflow="fold")
-    for name, preset in sorted(PRESETS.items()):
-        table.add_row(
-            name, _with_kwargs(preset.advantage, preset.adv_kwargs),
-            _with_kwargs(preset.policy_loss, preset.loss_kwargs), preset.loss_agg,
-            f"{preset.kl_estimator} x {preset.kl_coef:g} / {preset.entropy_coef:g}", preset.paper)
     console = Console()
-    console.print(table)
+    columns = ("advantage", "policy loss", "aggregation", "kl / entropy")
+    rows = [(name, (_with_kwargs(p.advantage, p.adv_kwargs),
+                    _with_kwargs(p.policy_loss, p.loss_kwargs), p.loss_agg,
+                    f"{p.kl_estimator} x {p.kl_coef:g} / {p.entropy_coef:g}"), p.paper)
+            for name, p in sorted(PRESETS.items())]
+    title = "algorithm presets (override any key: algo.<key>=...)"
+    if console.width >= 140:  # one table row per preset
+        table = Table(title=title)
+        for column in ("preset", *columns, "paper"):
+            table.add_column(column, overflow="fold")
+        for name, cells, paper in rows:
+            table.add_row(name, *cells, paper)
+        console.print(table)
+    else:  # narrower: a block per preset, nothing cut mid-word
+        console.print(f"[bold]{title}[/]")
+        for name, cells, paper in rows:
+            console.print(f"\n[bold]{name}[/]  {paper}", soft_wrap=False)
+            for column, cell in zip(columns, cells, strict=True):
+                console.print(f"  {column:<13}{cell}")
+        console.print()
     for kind, registry in (("advantages", ADVANTAGES), ("policy losses", POLICY_LOSSES),
                            ("aggregations", AGGREGATIONS), ("KL estimators", KL_ESTIMATORS)):
         console.print(f"[bold]{kind}[/]: {', '.join(registry.names())}")
@@ -364,9 +402,19 @@ def build_parser() -> argparse.ArgumentParser:
         prog="turnrl", description="Multi-turn RL for language-model agents.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    loudness = common.add_mutually_exclusive_group()
+    loudness.add_argument("-q", "--quiet", action="store_true",
+                          help="no progress output (warnings, errors and results still print)")
+    loudness.add_argument("-v", "--verbose", action="store_true",
+                          help="also show what the libraries print (transformers' progress "
+                          "bars, deprecation warnings, Ray's notices)")
+
+    def add(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kwargs)
 
     config_epilog = _config_epilog()
-    p = sub.add_parser("train", help="SFT warm start, RL, evaluation (the whole job)",
+    p = add("train", help="SFT warm start, RL, evaluation (the whole job)",
                        description="Train with a YAML config (default: configs/default.yaml) "
                        "and dotted overrides, e.g. `turnrl train algo.preset=rloo "
                        "train.steps=50`. Writes runs/<name>/.",
@@ -379,28 +427,35 @@ def build_parser() -> argparse.ArgumentParser:
                    "corrupt")
     p.set_defaults(fn=cmd_train)
 
-    p = sub.add_parser("sft", help="supervised fine-tuning only (oracle demos or JSONL)",
+    p = add("sft", help="supervised fine-tuning only (oracle demos or JSONL)",
                        description="Run the SFT stage of a config, save runs/<name>/sft_model "
                        "and evaluate it.", epilog=config_epilog,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("items", nargs="*", metavar="[CONFIG.yaml] [key.sub=value ...]")
     p.set_defaults(fn=cmd_sft)
 
-    p = sub.add_parser("eval", help="evaluate a run or model dir on an env",
+    p = add("eval", help="evaluate a run or model dir on an env",
                        description="Success rate, mean reward, mean turns and pass@k with 95% "
-                       "confidence intervals on held-out seeds.")
+                       "confidence intervals on held-out seeds. A run is evaluated as it was "
+                       "trained (its config.yaml: env, env kwargs, token budgets, evaluation "
+                       "settings); flags and key=value overrides change that, e.g. `turnrl "
+                       "eval runs/default eval.episodes=512 env.kwargs.hole_prob=0.2`.")
     p.add_argument("model", metavar="RUN_OR_MODEL",
                    help="a run dir (its newest checkpoint), a model dir, a hub id or 'tiny'")
-    p.add_argument("--env", required=True, help="env id, e.g. frozenlake-v0 (see `turnrl envs`)")
-    p.add_argument("--episodes", type=int, default=256, help="number of held-out tasks")
-    p.add_argument("--samples", type=int, default=1, help="episodes per task (for pass@k)")
+    p.add_argument("items", nargs="*", metavar="key.sub=value",
+                   help="config overrides, as for `turnrl train`")
+    p.add_argument("--env", help="env id, e.g. frozenlake-v0 (default: the run's; needed for "
+                   "a model that is not a run)")
+    p.add_argument("--episodes", type=int, help="number of held-out tasks (eval.episodes)")
+    p.add_argument("--samples", type=int,
+                   help="episodes per task, for pass@k (eval.samples_per_task)")
     p.add_argument("--pass-k", type=int, nargs="*", help="k values for pass@k (<= --samples)")
-    p.add_argument("--temperature", type=float, default=1.0, help="0 for greedy")
-    p.add_argument("--seed-start", type=int, help="first held-out seed")
+    p.add_argument("--temperature", type=float, help="0 for greedy (eval.temperature)")
+    p.add_argument("--seed-start", type=int, help="first held-out seed (env.eval_seed_start)")
     p.add_argument("--out-dir", default="runs", help="where the eval run dir is written")
     p.set_defaults(fn=cmd_eval)
 
-    p = sub.add_parser("serve", help="serve a run or model on an OpenAI-compatible endpoint",
+    p = add("serve", help="serve a run or model on an OpenAI-compatible endpoint",
                        description="Serve /v1/chat/completions, /v1/completions and /v1/models "
                        "on HOST:PORT with the run's newest checkpoint (or a model dir, hub id "
                        "or 'tiny'): for evaluation, demos, or pointing an agent at it.")
@@ -416,14 +471,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="longest prompt plus reply")
     p.set_defaults(fn=cmd_serve)
 
-    p = sub.add_parser("status", help="where a run stands: step, timings, Ray workers",
+    p = add("status", help="where a run stands: step, timings, Ray workers",
                        description="Read RUN/metrics.jsonl (live or finished) and show the "
                        "newest step: reward, timings and, on Ray, each rollout worker's "
                        "throughput and busy time, queue depth, staleness and restarts.")
     p.add_argument("run", metavar="RUN", help="a run dir, e.g. runs/default")
     p.set_defaults(fn=cmd_status)
 
-    p = sub.add_parser("report", help="an HTML report of runs: curves, evals, trajectories",
+    p = add("report", help="an HTML report of runs: curves, evals, trajectories",
                        description="Write one self-contained HTML file (no network needed) "
                        "with the runs' learning curves, alarms, timings, held-out "
                        "evaluations, a trajectory browser over samples/ (conversation, "
@@ -439,7 +494,18 @@ def build_parser() -> argparse.ArgumentParser:
                    f"(default {MAX_EPISODES})")
     p.set_defaults(fn=cmd_report)
 
-    p = sub.add_parser("compare", help="compare groups of runs across seeds (IQM, P(improve))",
+    p = add("show", help="print a run's episodes: transcripts, rewards, advantages",
+            description="Print the episodes a step kept in samples/ (the newest by default) "
+            "and one episode's transcript: each reply with its turn's reward and mean "
+            "advantage, and its tool calls. --eval: an evaluation's episodes.")
+    p.add_argument("run", metavar="RUN", help="a run dir, e.g. runs/default")
+    p.add_argument("--step", type=int, help="the RL step (or with --eval, the evaluation's "
+                   "step: 0 before RL); default the newest")
+    p.add_argument("--episode", type=int, default=0, help="which episode's transcript (default 0)")
+    p.add_argument("--eval", action="store_true", help="an evaluation's episodes")
+    p.set_defaults(fn=cmd_show)
+
+    p = add("compare", help="compare groups of runs across seeds (IQM, P(improve))",
                        description="Group runs by a config key (seeds pooled) and report the "
                        "interquartile mean of their held-out score with stratified-bootstrap "
                        "95%% intervals, the probability of improvement of each pair, "
@@ -457,10 +523,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the HTML file (default compare.html)")
     p.set_defaults(fn=cmd_compare)
 
-    p = sub.add_parser("envs", help="list registered environments")
+    p = add("envs", help="list registered environments")
     p.set_defaults(fn=cmd_envs)
 
-    p = sub.add_parser("play", help="play an env in the terminal (or watch its oracle)",
+    p = add("play", help="play an env in the terminal (or watch its oracle)",
                        description="Play one episode: type an action per turn (an empty line "
                        "quits), or --oracle to watch the env's oracle play it.")
     p.add_argument("env", help="env id, e.g. frozenlake-v0 (see `turnrl envs`)")
@@ -470,13 +536,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="env constructor argument, repeatable (e.g. --kwarg max_size=5)")
     p.set_defaults(fn=cmd_play)
 
-    p = sub.add_parser("algos", help="list algorithm presets and registered functions",
+    p = add("algos", help="list algorithm presets and registered functions",
                        description="Each preset is a bundle of registry keys (docs/algorithms.md)."
                        " Use one with algo.preset=NAME and override any key, e.g. "
                        "algo.loss_agg=token_mean.")
     p.set_defaults(fn=cmd_algos)
 
-    p = sub.add_parser("init-model", help="write the built-in tiny model to a directory",
+    p = add("init-model", help="write the built-in tiny model to a directory",
                        description="Build the character-level tokenizer and a small Llama-"
                        "architecture model, saved in the Hugging Face format.")
     p.add_argument("path", help="output directory")
@@ -497,9 +563,19 @@ def _config_epilog() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     tolerate_any_encoding()  # e.g. `turnrl play` under an ASCII locale: escape, never crash
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    set_verbosity("quiet" if args.quiet else "verbose" if args.verbose else "normal")
+    # key=value overrides may follow options (`turnrl eval RUN --episodes 8 eval.temperature=0`)
+    if extra and hasattr(args, "items") and all("=" in e and not e.startswith("-")
+                                                  for e in extra):
+        args.items = [*args.items, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        return int(args.fn(args))
+        code = int(args.fn(args))
+        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
+        return code
     except user_errors() as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -509,6 +585,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `turnrl play ... | head`: the reader left, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 141
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The CLI's terminal streams under any locale.
+"""The CLI's terminal streams under any locale, and how much it prints (:func:`set_verbosity`).
 
 Under an ASCII locale (``LC_ALL=C PYTHONIOENCODING=ascii``, or ``PYTHONUTF8=0 LANG=C``)
 ``sys.stdout`` cannot encode ``×`` or ``→`` and printing an observation that holds one
@@ -10,7 +10,7 @@ makes such streams write ``\\xd7`` (stdout, stderr) and read undecodable bytes a
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Literal
 
 SAMPLE = "\u00d7\u2192\u2713"  # ×→✓: text an encoding that can encode anything encodes
 
@@ -36,3 +36,41 @@ def _reconfigure(stream: Any, errors: str) -> None:
     reconfigure = getattr(stream, "reconfigure", None)  # io.TextIOWrapper; not a test's StringIO
     if reconfigure is not None and not can_encode_anything(getattr(stream, "encoding", None)):
         reconfigure(errors=errors)
+
+
+# --------------------------------------------------------------------------------------
+# How much the CLI prints: turnrl's own output by default; --quiet: no progress; --verbose:
+# also what the libraries under it print (transformers' shard and weight bars, FutureWarnings,
+# Ray's notices and its C++ log).
+# --------------------------------------------------------------------------------------
+
+Verbosity = Literal["quiet", "normal", "verbose"]
+# says "Token authentication is enabled for this Ray cluster" at every local start
+RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+_VERBOSITY: list[Verbosity] = ["normal"]
+
+
+def verbosity() -> Verbosity:
+    return _VERBOSITY[0]
+
+
+def set_verbosity(level: Verbosity) -> None:
+    """Set the CLI's verbosity and, unless ``verbose``, quiet the libraries (process-wide:
+    call once, at start, before Ray starts)."""
+    _VERBOSITY[0] = level
+    if level == "verbose":
+        return
+    import logging
+    import os
+    import warnings
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    for name in ("ray", RAY_AUTH_LOGGER):  # ray sets its own logger's level when imported
+        logging.getLogger(name).setLevel(logging.ERROR)
+    for category in (FutureWarning, DeprecationWarning):
+        warnings.filterwarnings("ignore", category=category)
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()  # "Writing model shards", "Loading weights"

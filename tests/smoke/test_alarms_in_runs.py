@@ -33,6 +33,8 @@ def test_stop_checkpoints_and_exits_with_status_1(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert code == 1
     assert "step 2: alarm/entropy_collapse" in err and "Traceback" not in err
+    assert err.count("step 2: alarm/entropy_collapse") == 1  # once, not once per logger
+    assert "Loading weights" not in err and "Writing model shards" not in err  # quiet
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
     assert (run_dir / "checkpoints" / "step_2" / "state.json").is_file()
     assert max(r["step"] for r in read_metrics(run_dir) if r["phase"] == "train") == 2

@@ -91,3 +91,48 @@ def test_turnrl_report_cli_and_the_report_every_steps(tiny_run, tmp_path, capsys
 def read_metrics_steps(run_dir: Path) -> list[int]:
     return [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").open()
             if '"phase": "train"' in line]
+
+
+def test_eval_of_a_run_uses_its_config_and_matches_its_own_evaluation(tiny_run, tmp_path):
+    """`turnrl eval RUN`: the run's env kwargs, token budget and evaluation settings, so its
+    numbers are the run's own final evaluation (same checkpoint, seeds and sampling seeds)."""
+    from turnrl.config import load_config
+
+    run_dir, _ = tiny_run
+    assert main(["eval", str(run_dir), "--out-dir", str(tmp_path)]) == 0
+    evaluated = tmp_path / "eval-arithmetic-v0"
+    cfg = load_config(evaluated / "config.yaml")
+    assert cfg.env.kwargs == {"min_value": 0, "max_value": 1}
+    assert cfg.rollout.max_new_tokens == 4 and cfg.eval.episodes == 8
+    row = [r for r in load_run(evaluated).rows if r["phase"] == "eval"][-1]
+    after = json.loads((run_dir / "eval.json").read_text())["after"]
+    for key in ("success", "reward", "turns", "tokens"):
+        assert row[f"eval/{key}"] == pytest.approx(after[key]), key
+
+    assert main(["eval", str(run_dir), "--out-dir", str(tmp_path), "--episodes", "3",
+                 "env.kwargs.max_value=2", "rollout.max_new_tokens=5"]) == 0
+    cfg = load_config(tmp_path / "eval-arithmetic-v0-2" / "config.yaml")
+    assert cfg.env.kwargs == {"min_value": 0, "max_value": 2}
+    assert (cfg.eval.episodes, cfg.rollout.max_new_tokens) == (3, 5)
+    # another env: the run's kwargs are not carried over to it
+    assert main(["eval", str(run_dir), "--out-dir", str(tmp_path), "--env", "frozenlake-v0",
+                 "--episodes", "2"]) == 0
+    assert load_config(tmp_path / "eval-frozenlake-v0" / "config.yaml").env.kwargs == {}
+
+
+def test_turnrl_show_prints_a_steps_episodes_and_a_transcript(tiny_run, capsys):
+    run_dir, _ = tiny_run
+    episodes = read_samples(run_dir / "samples" / "step_3.jsonl")
+    assert main(["show", str(run_dir), "--step", "3", "--episode", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "tiny: step 3" in out and f"episode 1 (group {episodes[1]['group_id']}" in out
+    assert out.count("assistant (turn 0: reward") == 1  # one turn per arithmetic episode
+    assert episodes[1]["messages"][0]["content"] in out
+    # evaluations keep their episodes too: before RL (0), every eval_every (2), after (4)
+    assert sorted(p.name for p in (run_dir / "samples").glob("eval_*.jsonl")) == [
+        "eval_0.jsonl", "eval_2.jsonl", "eval_4.jsonl"]
+    assert main(["show", str(run_dir), "--eval"]) == 0
+    out = capsys.readouterr().out
+    assert "tiny: evaluation at step 4" in out and "advantage" not in out
+    assert main(["show", str(run_dir), "--step", "9"]) == 2
+    assert "no samples for step 9; there are: 1, 2, 3, 4" in capsys.readouterr().err

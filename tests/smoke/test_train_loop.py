@@ -79,6 +79,7 @@ def test_run_trains_logs_and_checkpoints(tmp_path: Path, post_sft_weights, prese
     assert load_config(run_dir / "config.yaml") == cfg
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     assert sorted(p.name for p in (run_dir / "samples").glob("*.jsonl")) == [
+        "eval_0.jsonl", "eval_3.jsonl",  # the evaluations before and after RL
         "step_1.jsonl", "step_2.jsonl", "step_3.jsonl"]  # numbered like metrics.jsonl
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_2", "step_3"]
     final = run_dir / "checkpoints" / "step_3"

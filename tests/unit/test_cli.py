@@ -226,6 +226,34 @@ def test_status_shows_the_newest_step_and_the_ray_workers(tmp_path, capsys) -> N
     assert re.search(r"rollout-1\s*│\s*3\.25\s*│\s*700\s*│\s*50%", out)
     assert re.search(r"│\s*1\s*│\s*5\s*│", out)  # 5 groups one update behind
     assert re.search(r"dropped stale groups\s*│\s*1", out)
+    assert "finished" not in out
+    (run / "eval.json").write_text(json.dumps({"before": {"success": 0.1},
+                                               "after": {"success": 0.4}, "wall_time_s": 61}))
+    assert main(["status", str(run)]) == 0
+    assert "r finished: 61 s, held-out success 0.100 -> 0.400" in capsys.readouterr().out
+
+
+def test_algos_at_80_columns_cut_no_word(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["algos"]) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 80
+    assert "aggregatio\n" not in out and "  aggregation  token_mean" in out
+    assert "Yu et al. 2025, DAPO, arXiv:2503.14476" in out  # a paper on one line
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    import subprocess
+    import sys
+
+    # stdout is a pipe whose reader is gone (`turnrl play ... | head` once head has quit)
+    script = ("import os, sys; r, w = os.pipe(); os.close(r); os.dup2(w, 1); "
+              "from turnrl.cli import main; sys.exit(main(['play', 'frozenlake-v0', "
+              "'--oracle']))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 141, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr
 
 
 def test_status_of_something_that_is_not_a_run(tmp_path, capsys) -> None:

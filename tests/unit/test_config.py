@@ -203,11 +203,30 @@ def test_micro_batch_larger_than_mini_batch(tmp_path: Path) -> None:
 
 
 def test_mini_batch_larger_than_a_step(tmp_path: Path) -> None:
-    # mini_batch_size keeps its default 64 > 2 * 4; the line of a related key is reported.
-    path = write(tmp_path, "train:\n  n_groups: 2\n  group_size: 4\n")
+    path = write(tmp_path, "train:\n  n_groups: 2\n  group_size: 4\n  mini_batch_size: 64\n")
     message = str(error_of(path))
-    assert message.startswith(f"{path}:2: train.mini_batch_size: must be <= train.n_groups")
+    assert message.startswith(f"{path}:4: train.mini_batch_size: must be <= train.n_groups")
     assert "= 8 trajectories per step, got 64" in message
+
+
+@pytest.mark.parametrize(("overrides", "sizes"), [
+    ([], (64, 16)),  # the default job: 128 trajectories a step
+    (["train.n_groups=8", "train.group_size=4"], (32, 16)),
+    (["train.n_groups=2", "train.group_size=4"], (8, 8)),
+    (["train.n_groups=2", "train.group_size=4", "train.micro_batch_size=2"], (8, 2)),
+    (["train.n_groups=64", "train.mini_batch_size=256"], (256, 16)),
+])
+def test_batch_sizes_not_set_follow_the_batch(overrides: list[str], sizes: tuple) -> None:
+    train = load_config(REPO / "configs" / "default.yaml", overrides).train
+    assert (train.mini_batch_size, train.micro_batch_size) == sizes
+
+
+def test_a_conflict_names_what_the_user_typed_not_the_default_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "train:\n  mini_batch_size: 64\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, ["train.n_groups=2"])
+    assert str(caught.value).startswith("override 'train.n_groups=2': train.mini_batch_size: "
+                                        "must be <= train.n_groups")
 
 
 def test_tiny_heads_must_divide(tmp_path: Path) -> None:
@@ -421,3 +440,39 @@ def test_run_name_is_a_name_not_a_path(name: str) -> None:
 @pytest.mark.parametrize("name", ["exp1", "2024", "lr3e-4_seed-1", "a.b", "gym:CartPole-v1"])
 def test_run_names_that_are_names_load(name: str) -> None:
     assert load_config(None, [f"run.name={name}"]).run.name == name
+
+
+def test_switching_env_drops_the_files_kwargs_of_the_other_env() -> None:
+    default = REPO / "configs" / "default.yaml"
+    assert load_config(default).env.kwargs == {"hole_prob": 0.1}  # frozenlake's
+    assert load_config(default, ["env.id=arithmetic-v0"]).env.kwargs == {}
+    assert load_config(default, ["env.id=arithmetic-v0",
+                                 "env.kwargs.max_value=3"]).env.kwargs == {"max_value": 3}
+    assert load_config(default, ["env.id=frozenlake-v0"]).env.kwargs == {"hole_prob": 0.1}
+    assert load_config(default, ["env.kwargs={hole_prob: 0.3}"]).env.kwargs == {
+        "hole_prob": 0.3}
+
+
+def test_evaluation_kwargs_take_the_envs_defaults_then_the_users() -> None:
+    from turnrl.config.checks import env_kwargs
+
+    dataset = load_config(None, ["env.id=dataset-v0"])
+    assert env_kwargs(dataset) == {} and env_kwargs(dataset, evaluation=True) == {
+        "subset": "test"}  # dataset-v0's held-out rows (its spec's eval_kwargs)
+    mine = load_config(None, ["env.id=dataset-v0", "env.kwargs.subset=all"])
+    assert env_kwargs(mine, evaluation=True) == {"subset": "all"}  # the user's choice stands
+    other = load_config(None, ["env.id=dataset-v0", "env.eval_kwargs={test_fraction: 0.5}"])
+    assert env_kwargs(other, evaluation=True) == {"subset": "test", "test_fraction": 0.5}
+    assert env_kwargs(load_config(None), evaluation=True) == {}  # frozenlake: none
+
+
+def test_bad_evaluation_kwargs_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match=r"^override 'env.eval_kwargs=\{subset: dev\}': "
+                       r"env.eval_kwargs for 'dataset-v0' \(held-out evaluation\): .*'dev'"):
+        validate_env(load_config(None, ["env.id=dataset-v0", "env.eval_kwargs={subset: dev}"]))
+
+
+def validate_env(cfg: Config) -> None:
+    from turnrl.config.checks import check_env_kwargs
+
+    check_env_kwargs(cfg)

@@ -107,15 +107,15 @@ def test_sample_file_is_the_generator_output():
 
 
 def test_default_is_the_sample():
-    env = DatasetEnv()
+    env = DatasetEnv(subset="all")
     assert len(env) == 50 and env.spec.kwargs["path"] is None
     messages, info = env.reset(seed=0)
     assert messages == [{"role": "user", "content": sample_math_rows()[0]["question"]}]
-    assert info == {"row": 0, "answer": [sample_math_rows()[0]["answer"]]}
+    assert info == {"row": 0, "subset": "all", "answer": [sample_math_rows()[0]["answer"]]}
 
 
 def test_oracle_solves_every_sample_row_with_math_verify():
-    env = DatasetEnv()
+    env = DatasetEnv(subset="all")
     for seed in range(len(env)):
         env.reset(seed=seed)
         gold = env.oracle_action()
@@ -133,7 +133,7 @@ LATEX_GOLDS = ["\\sqrt{2}", "\\pi", "\\frac{\\pi}{2}", "2\\sqrt{3}", "\\{1,2\\}"
 def test_oracle_and_bare_replies_win_on_latex_golds(tmp_path, checker):
     rows = [{"question": f"Q{i}?", "answer": gold} for i, gold in enumerate(LATEX_GOLDS)]
     path = write_jsonl(tmp_path / "latex.jsonl", rows)
-    env = DatasetEnv(path=str(path), checker=checker)
+    env = DatasetEnv(subset="all", path=str(path), checker=checker)
     for row, gold in enumerate(LATEX_GOLDS):
         assert math_equal(gold, gold), gold  # a bare reply equal to the gold matches it
         env.reset(seed=row)
@@ -153,7 +153,7 @@ def test_bare_latex_replies_are_read_whole():
 def test_oracle_boxes_a_gold_that_does_not_match_itself_bare(tmp_path):
     # forcing checker="math" on a word: the bare reply "Paris" has no math, the boxed one has
     path = write_jsonl(tmp_path / "qa.jsonl", [{"question": "Capital?", "answer": "Paris"}])
-    env = DatasetEnv(path=str(path), checker="math")
+    env = DatasetEnv(subset="all", path=str(path), checker="math")
     env.reset(seed=0)
     assert env.oracle_action() == "\\boxed{Paris}"
     assert env.step(env.oracle_action()).info["success"]
@@ -170,17 +170,18 @@ def test_gold_and_reply_parsing_is_shared_with_the_math_verify_reward():
 
 @pytest.mark.parametrize("kwargs", [{}, {"checker": "exact"}, {"system_prompt": "Be brief."}])
 def test_check_env_on_the_sample(kwargs):
-    check_env(DatasetEnv(**kwargs), seeds=range(5))
+    check_env(DatasetEnv(subset="all", **kwargs), seeds=range(5))
 
 
 def test_make_builds_it_once_registered(monkeypatch):
     specs = dict(env_registry._SPECS)
     specs.setdefault(SPEC.id, SPEC)
     monkeypatch.setattr(env_registry, "_SPECS", specs)
-    env = make("dataset-v0", checker="exact")
+    env = make("dataset-v0", checker="exact", subset="all")
     assert isinstance(env, DatasetEnv) and env.spec.id == "dataset-v0"
     assert env.spec.kwargs == {"path": None, "question_key": "question", "answer_key": "answer",
-                               "system_prompt": None, "split": None, "checker": "exact"}
+                               "system_prompt": None, "split": None, "checker": "exact",
+                               "subset": "all", "test_fraction": 0.2, "test_path": None}
     check_env(env, seeds=range(3))
 
 
@@ -188,7 +189,7 @@ def test_make_builds_it_once_registered(monkeypatch):
 
 
 def test_seed_picks_row_modulo_length():
-    env = DatasetEnv()
+    env = DatasetEnv(subset="all")
     first, info = env.reset(seed=7)
     again, info_again = env.reset(seed=7 + len(env))
     assert first == again and info == info_again
@@ -198,7 +199,7 @@ def test_seed_picks_row_modulo_length():
 
 
 def test_wrong_reply_ends_the_episode():
-    env = DatasetEnv()
+    env = DatasetEnv(subset="all")
     env.reset(seed=0)
     gold = env.oracle_action()
     result = env.step("no idea")
@@ -210,13 +211,13 @@ def test_wrong_reply_ends_the_episode():
 
 
 def test_system_prompt_comes_first():
-    messages, _ = DatasetEnv(system_prompt="Answer with a number.").reset(seed=1)
+    messages, _ = DatasetEnv(subset="all", system_prompt="Answer with a number.").reset(seed=1)
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[0]["content"] == "Answer with a number."
 
 
 def test_sample_action_is_some_gold_answer():
-    env = DatasetEnv()
+    env = DatasetEnv(subset="all")
     env.reset(seed=0)
     golds = {row[1][0] for row in env.rows}
     assert {env.sample_action(random.Random(s)) for s in range(20)} <= golds
@@ -296,7 +297,7 @@ def test_auto_uses_exact_for_text_answers(tmp_path):
         {"question": "Tallest tower in Paris?", "answer": ["Eiffel Tower", "la tour Eiffel"]},
         {"question": "2+2?", "answer": 4},
     ])
-    env = DatasetEnv(path=str(path))
+    env = DatasetEnv(subset="all", path=str(path))
     assert play(env, 0, "paris.").info == {"success": True, "checker": "exact", "row": 0}
     assert play(env, 1, "La Tour Eiffel").info["success"]  # any gold answer counts
     assert env.reset(seed=1) and env.oracle_action() == "Eiffel Tower"
@@ -304,7 +305,7 @@ def test_auto_uses_exact_for_text_answers(tmp_path):
 
 
 def test_exact_checker_rejects_equivalent_math():
-    env = DatasetEnv(checker="exact")
+    env = DatasetEnv(subset="all", checker="exact")
     row, gold = next((i, golds[0]) for i, (_, golds) in enumerate(env.rows)
                      if golds[0].startswith("x = "))
     assert play(env, row, f" {gold.upper()}.").info["success"]  # case, punctuation, spaces
@@ -313,7 +314,7 @@ def test_exact_checker_rejects_equivalent_math():
 
 def test_math_checker_requires_a_parsable_gold(tmp_path):
     path = write_jsonl(tmp_path / "qa.jsonl", [{"question": "Grade?", "answer": "???"}])
-    env = DatasetEnv(path=str(path), checker="math")
+    env = DatasetEnv(subset="all", path=str(path), checker="math")
     with pytest.raises(DatasetEnvError, match=r"row 0.*cannot parse.*'\?\?\?'.*checker='auto'"):
         env.reset(seed=0)
 
@@ -322,8 +323,9 @@ def test_math_checker_reads_words_as_symbols(tmp_path):
     """A quirk of forcing checker="math" on text: math-verify parses a LaTeX "Paris" as the
     product p*a*r*i*s, and a plain-text reply "Paris" as nothing, so it never matches."""
     path = write_jsonl(tmp_path / "qa.jsonl", [{"question": "Capital?", "answer": "Paris"}])
-    assert not play(DatasetEnv(path=str(path), checker="math"), 0, "Paris").info["success"]
-    assert play(DatasetEnv(path=str(path)), 0, "Paris").info["checker"] == "exact"
+    math = DatasetEnv(subset="all", path=str(path), checker="math")
+    assert not play(math, 0, "Paris").info["success"]
+    assert play(DatasetEnv(subset="all", path=str(path)), 0, "Paris").info["checker"] == "exact"
 
 
 # -- loading formats --------------------------------------------------------------------------
@@ -343,7 +345,8 @@ def play(env: DatasetEnv, seed: int, reply: str):
 
 
 def assert_loaded(path: Path, **kwargs) -> DatasetEnv:
-    env = DatasetEnv(path=str(path), question_key="problem", answer_key="solution", **kwargs)
+    env = DatasetEnv(subset="all", path=str(path), question_key="problem",
+                     answer_key="solution", **kwargs)
     assert env.rows == [("1+1?", ("2",)), ("Half of one?", ("\\frac{1}{2}",))]
     assert play(env, 1, "0.5").reward == 1.0
     check_env(env, seeds=range(2))
@@ -390,13 +393,15 @@ def test_load_saved_dataset_and_dataset_dict(tmp_path):
         "test": datasets.Dataset.from_list(ROWS[:1]),
     }).save_to_disk(str(splits))
     assert_loaded(splits)  # defaults to "train"
-    test = DatasetEnv(path=str(splits), split="test", question_key="problem",
+    test = DatasetEnv(subset="all", path=str(splits), split="test", question_key="problem",
                       answer_key="solution")
     assert len(test) == 1 and test.spec.kwargs["split"] == "test"
     with pytest.raises(DatasetEnvError, match=r"no split 'dev'; splits: test, train"):
-        DatasetEnv(path=str(splits), split="dev", question_key="problem", answer_key="solution")
+        DatasetEnv(subset="all", path=str(splits), split="dev", question_key="problem",
+                   answer_key="solution")
     with pytest.raises(DatasetEnvError, match=r"single Dataset.*drop split='test'"):
-        DatasetEnv(path=str(single), split="test", question_key="problem", answer_key="solution")
+        DatasetEnv(subset="all", path=str(single), split="test", question_key="problem",
+                   answer_key="solution")
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -405,50 +410,50 @@ def test_load_saved_dataset_and_dataset_dict(tmp_path):
 def test_missing_file_is_named(tmp_path):
     missing = tmp_path / "nope.jsonl"
     with pytest.raises(DatasetEnvError, match=rf"{missing.name}' does not exist"):
-        DatasetEnv(path=str(missing))
+        DatasetEnv(subset="all", path=str(missing))
 
 
 def test_missing_column_lists_the_columns(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", ROWS)
     with pytest.raises(DatasetEnvError) as caught:
-        DatasetEnv(path=str(path))
+        DatasetEnv(subset="all", path=str(path))
     message = str(caught.value)
     assert "column 'question' not found" in message and "d.jsonl" in message
     assert "columns present: problem, solution, level" in message
     assert "question_key=" in message
     with pytest.raises(DatasetEnvError, match=r"column 'answer'.*answer_key="):
-        DatasetEnv(path=str(path), question_key="problem")
+        DatasetEnv(subset="all", path=str(path), question_key="problem")
 
 
 def test_empty_dataset(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
     with pytest.raises(DatasetEnvError, match=r"empty.jsonl has no rows"):
-        DatasetEnv(path=str(empty))
+        DatasetEnv(subset="all", path=str(empty))
     header_only = tmp_path / "empty.csv"
     header_only.write_text("question,answer\n")
     with pytest.raises(DatasetEnvError, match=r"empty.csv has no rows"):
-        DatasetEnv(path=str(header_only))
+        DatasetEnv(subset="all", path=str(header_only))
 
 
 def test_bad_json_line_is_located(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps(ROWS[0]) + "\n{not json\n")
     with pytest.raises(DatasetEnvError, match=r"d.jsonl line 2 is not valid JSON"):
-        DatasetEnv(path=str(path))
+        DatasetEnv(subset="all", path=str(path))
     path.write_text("[1, 2]\n")
     with pytest.raises(DatasetEnvError, match=r"item 0 must be a JSON object"):
-        DatasetEnv(path=str(tmp_path / "d.jsonl"))
+        DatasetEnv(subset="all", path=str(tmp_path / "d.jsonl"))
 
 
 def test_missing_value_is_located(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [{"question": "q", "answer": "1"},
                                               {"question": "q2", "answer": None}])
     with pytest.raises(DatasetEnvError, match=r"d.jsonl line 2: 'answer' must be a non-empty"):
-        DatasetEnv(path=str(path))
+        DatasetEnv(subset="all", path=str(path))
     path = write_jsonl(tmp_path / "d.jsonl", [{"question": "", "answer": "1"}])
     with pytest.raises(DatasetEnvError, match=r"line 1: empty 'question'"):
-        DatasetEnv(path=str(path))
+        DatasetEnv(subset="all", path=str(path))
 
 
 def test_unreadable_files(tmp_path):
@@ -456,34 +461,34 @@ def test_unreadable_files(tmp_path):
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(b"definitely not parquet")
     with pytest.raises(DatasetEnvError, match=r"cannot read .*bad.parquet as Parquet"):
-        DatasetEnv(path=str(bad))
+        DatasetEnv(subset="all", path=str(bad))
     binary = tmp_path / "bad.jsonl"
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(DatasetEnvError, match=r"cannot read .*bad.jsonl"):
-        DatasetEnv(path=str(binary))
+        DatasetEnv(subset="all", path=str(binary))
     unknown = tmp_path / "data.txt"
     unknown.write_text("hello")
     with pytest.raises(DatasetEnvError, match=r"unsupported file type '.txt'; use .jsonl"):
-        DatasetEnv(path=str(unknown))
+        DatasetEnv(subset="all", path=str(unknown))
 
 
 def test_directory_that_is_not_a_dataset(tmp_path):
     pytest.importorskip("datasets")
     with pytest.raises(DatasetEnvError, match=r"cannot load .* with datasets.load_from_disk"):
-        DatasetEnv(path=str(tmp_path))
+        DatasetEnv(subset="all", path=str(tmp_path))
 
 
 def test_split_on_a_single_file(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [{"question": "q", "answer": "1"}])
     with pytest.raises(DatasetEnvError, match=r"split='test'.*single file"):
-        DatasetEnv(path=str(path), split="test")
+        DatasetEnv(subset="all", path=str(path), split="test")
 
 
 def test_bad_checker_and_options():
     with pytest.raises(ValueError, match=r"checker='fuzzy' is not one of \('auto', 'math'"):
-        DatasetEnv(checker="fuzzy")
+        DatasetEnv(subset="all", checker="fuzzy")
     with pytest.raises(ValueError, match="no options"):
-        DatasetEnv().reset(seed=0, options={"row": 1})
+        DatasetEnv(subset="all").reset(seed=0, options={"row": 1})
 
 
 def test_errors_are_value_errors():
@@ -501,7 +506,7 @@ def test_reset_info_carries_the_gold_answers_for_reward_functions() -> None:
     from turnrl.rewards import exact_match
     from turnrl.types import Trajectory
 
-    env = make("dataset-v0")
+    env = make("dataset-v0", subset="all")
     messages, info = env.reset(seed=3)
     gold = env.oracle_action()
     assert info["answer"][0] == gold
@@ -509,3 +514,56 @@ def test_reset_info_carries_the_gold_answers_for_reward_functions() -> None:
                          messages=[*messages, {"role": "assistant", "content": gold}],
                          info={"answer": info["answer"]})
     assert exact_match(episode) == 1.0
+
+
+# -- the held-out split and what reward functions see ----------------------------------------
+
+
+def test_training_and_evaluation_play_disjoint_rows():
+    """Training plays the train rows; held-out evaluation (the spec's eval_kwargs, applied by
+    the run) the test rows: every 5th row or so (test_fraction 0.2), spread over the file."""
+    train, test = DatasetEnv(), DatasetEnv(**SPEC.eval_kwargs)
+    assert (len(train), len(test)) == (40, 10)
+    assert not {q for q, _ in train.rows} & {q for q, _ in test.rows}
+    assert {q for q, _ in train.rows} | {q for q, _ in test.rows} == {
+        r["question"] for r in sample_math_rows()}
+    # seeds cycle within the subset: a seed past the train rows never reaches a test row
+    questions = {train.reset(seed=s)[0][-1]["content"] for s in range(1_000_000_000, 1_000_000_100)}
+    assert questions <= {q for q, _ in train.rows}
+
+
+def test_a_test_file_and_a_dataset_too_small_to_split(tmp_path):
+    write_jsonl(tmp_path / "train.jsonl", [{"question": f"q{i}", "answer": str(i)}
+                                           for i in range(3)])
+    write_jsonl(tmp_path / "test.jsonl", [{"question": "t", "answer": "9"}])
+    both = dict(path=str(tmp_path / "train.jsonl"), test_path=str(tmp_path / "test.jsonl"))
+    assert len(DatasetEnv(**both)) == 3 and len(DatasetEnv(**both, subset="test")) == 1
+    assert len(DatasetEnv(path=str(tmp_path / "train.jsonl"))) == 2  # one row held out
+    write_jsonl(tmp_path / "one.jsonl", [{"question": "q", "answer": "1"}])
+    with pytest.raises(DatasetEnvError, match=r"1 row\(s\) cannot be split .* subset='all'"):
+        DatasetEnv(path=str(tmp_path / "one.jsonl"))
+    assert len(DatasetEnv(path=str(tmp_path / "one.jsonl"), subset="all")) == 1
+
+
+def test_reward_functions_see_the_golds_as_a_list_of_strings(tmp_path):
+    """The contract: reset info's ``answer`` is every accepted gold, as strings, canonical
+    first (a number in the data is its text), as search-qa-v0 gives it."""
+    write_jsonl(tmp_path / "n.jsonl", [{"question": "2+3?", "answer": 5},
+                                       {"question": "pick", "answer": ["four", 4]}])
+    env = DatasetEnv(path=str(tmp_path / "n.jsonl"), subset="all")
+    assert env.reset(seed=0)[1]["answer"] == ["5"]
+    assert env.reset(seed=1)[1]["answer"] == ["four", "4"]
+
+
+def test_sft_demonstrations_of_the_dataset_are_all_correct():
+    """A random reply to a one-turn question visits no other state; it would only teach a
+    wrong answer, so dataset-v0's spec turns them off (sft.random_action_prob notwithstanding)."""
+    from turnrl.train.sft import play_demonstrations
+
+    demos = play_demonstrations(DatasetEnv, range(40), random_action_prob=0.5)
+    assert len(demos.conversations) == 40
+    golds = {q: golds for q, golds in DatasetEnv().rows}
+    for conversation in demos.conversations:
+        question, reply = conversation[-3]["content"], conversation[-2]
+        assert reply.get("weight", 1) == 1 and reply["content"] in golds[question]
+        assert conversation[-1]["content"] == "Correct."

@@ -194,3 +194,14 @@ def test_t_interval_reference_values() -> None:
                                                           / 12**0.5)
     with pytest.raises(ValueError, match="at least one"):
         t_interval([])
+
+
+def test_pass_at_1_of_one_sample_per_task_has_the_success_interval():
+    """pass@1 is then the success rate itself: one number, one interval (Wilson), not a
+    bootstrap that collapses to [0, 0] when nothing succeeded."""
+    records = [{"task": t, "success": False, "reward": 0.0, "turns": 1, "tokens": 2}
+               for t in range(16)]
+    summary = summarize_episodes(records, pass_k=[1])
+    assert summary["pass@1"] == summary["success"] == 0.0
+    assert (summary["pass@1_lo"], summary["pass@1_hi"]) == (
+        summary["success_lo"], summary["success_hi"]) == pytest.approx((0.0, 0.1936), abs=1e-4)

@@ -190,18 +190,26 @@ class AgentRunner:
             http.close()
 
     def collect(self, _make_env: object, seeds: Sequence[int], group_size: int, *,
-                first_group_id: int = 0) -> list[Trajectory]:
+                first_group_id: int = 0, on_done: Callable[[], None] | None = None
+                ) -> list[Trajectory]:
         """Run ``group_size`` copies of the agent on each task seed, concurrently; the
-        trajectories grouped seed by seed (a run with several segments gives several)."""
+        trajectories grouped seed by seed (a run with several segments gives several;
+        ``on_done()`` as each run ends)."""
         jobs = [(seed, first_group_id + i, member) for i, seed in enumerate(seeds)
                 for member in range(group_size)]
         self.server.sampling = self.sampling
-        runs = self.server.run(self._collect(jobs)).result()
+        runs = self.server.run(self._collect(jobs, on_done)).result()
         return [t for run in runs for t in run]
 
-    async def _collect(self, jobs: list[tuple[int, int, int]]) -> list[list[Trajectory]]:
-        return list(await asyncio.gather(*(self.run_episode(seed, group_id, member)
-                                           for seed, group_id, member in jobs)))
+    async def _collect(self, jobs: list[tuple[int, int, int]],
+                       on_done: Callable[[], None] | None = None) -> list[list[Trajectory]]:
+        async def play(seed: int, group_id: int, member: int) -> list[Trajectory]:
+            found = await self.run_episode(seed, group_id, member)
+            if on_done is not None:
+                on_done()
+            return found
+
+        return list(await asyncio.gather(*(play(*job) for job in jobs)))
 
     async def run_episode(self, seed: int, group_id: int, member: int = 0) -> list[Trajectory]:
         """One agent run on task ``seed`` (``member`` of its group): its segments'

@@ -91,6 +91,21 @@ def check_names(cfg: Config) -> None:
     })
 
 
+def env_kwargs(cfg: Config, *, evaluation: bool = False) -> dict[str, Any]:
+    """The env's constructor arguments: ``env.kwargs``; for held-out evaluation, over them
+    the env's own evaluation defaults (``EnvSpec.eval_kwargs``, for the keys ``env.kwargs``
+    does not set: dataset-v0 plays its test rows) and then ``env.eval_kwargs``."""
+    kwargs = dict(cfg.env.kwargs)
+    if not evaluation:
+        return kwargs
+    try:
+        defaults = envs.spec(cfg.env.id).eval_kwargs
+    except (UnknownEnvError, ImportError):
+        defaults = {}
+    return {**kwargs, **{k: v for k, v in defaults.items() if k not in kwargs},
+            **cfg.env.eval_kwargs}
+
+
 def check_env_kwargs(cfg: Config) -> envs.EnvSpec:
     """Build the env once so a bad ``env.kwargs`` entry fails before any heavy work; returns
     that instance's spec (``max_turns`` and the capabilities can depend on the kwargs; the
@@ -113,6 +128,18 @@ def check_env_kwargs(cfg: Config) -> envs.EnvSpec:
         prefix = f"{where}: " if where else ""
         raise ConfigError(f"{prefix}env.kwargs for {cfg.env.id!r}: {error}") from None
     env.close()
+    if cfg.env.eval_kwargs:  # the evaluation's env, built once too
+        evaluated = env_kwargs(cfg, evaluation=True)
+        try:
+            problem = factory and setting_type_problem(factory, evaluated,
+                                                       owner=f"env {cfg.env.id}")
+            if problem:
+                raise TypeError(problem)
+            envs.make(cfg.env.id, **evaluated).close()
+        except (TypeError, ValueError) as error:
+            where = cfg.origin_of("env.eval_kwargs")
+            raise ConfigError(f"{where + ': ' if where else ''}env.eval_kwargs for "
+                              f"{cfg.env.id!r} (held-out evaluation): {error}") from None
     return env.spec
 
 

@@ -70,12 +70,17 @@ class Origin:
     overrides: dict[str, str] = field(default_factory=dict)  # dotted key -> "key=value"
 
     def locate(self, key: str, related: Sequence[str] = ()) -> tuple[str | None, int | None]:
-        """``(where, line)`` of ``key``: its override, its line, else a related key or parent."""
+        """``(where, line)`` of ``key``: an override of it, of a related key or of a parent
+        (what the user typed comes first: ``train.n_groups=2`` is named rather than the
+        config file's ``mini_batch_size`` line it conflicts with), else the first of them
+        with a line in the file."""
         parts = key.split(".")
         parents = [".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
-        for candidate in (key, *related, *parents):
+        candidates = (key, *related, *parents)
+        for candidate in candidates:
             if candidate in self.overrides:
                 return f"override {self.overrides[candidate]!r}", None
+        for candidate in candidates:
             if candidate in self.lines:
                 line = self.lines[candidate]
                 return (f"{self.source}:{line}" if self.source else None), line

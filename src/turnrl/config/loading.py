@@ -157,10 +157,29 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
+def _kwargs_of_another_env(data: dict[str, Any], parsed: list[tuple[str, str, Any]]
+                           ) -> list[tuple[str, str, Any]]:
+    """``env.kwargs={}`` (and ``env.eval_kwargs={}``) first when the overrides switch ``env.id``
+    away from the file's env without replacing them: a file's kwargs are its own env's
+    constructor arguments (``turnrl train env.id=arithmetic-v0`` must not pass frozenlake's
+    ``hole_prob``; with ``env.kwargs.max_value=3`` the kwargs are just that)."""
+    found = data.get("env")
+    env: dict[str, Any] = found if isinstance(found, dict) else {}
+    ids = [value for _, dotted, value in parsed if dotted == "env.id"]
+    if not ids or ids[-1] == env.get("id") or any(d == "env" for _, d, _ in parsed):
+        return parsed
+    switch = next(text for text, dotted, _ in reversed(parsed) if dotted == "env.id")
+    resets: list[tuple[str, str, Any]] = [  # owned by the user's env.id override
+        (switch, f"env.{key}", {}) for key in ("kwargs", "eval_kwargs")
+        if env.get(key) and not any(d == f"env.{key}" for _, d, _ in parsed)]
+    return [*resets, *parsed]
+
+
 def _merge_overrides(data: dict[str, Any], overrides: Sequence[str], origin: Origin
                      ) -> dict[str, Any]:
     """The file's ``data`` with each override set at its key, later ones winning."""
-    parsed = [(text, *_parse_override(text)) for text in overrides]
+    parsed = _kwargs_of_another_env(data, [(text, *_parse_override(text))
+                                           for text in overrides])
     if not parsed:
         return data  # the file's values as read, without a round trip through OmegaConf
     try:

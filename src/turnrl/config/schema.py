@@ -106,6 +106,10 @@ class CriticConfig(Section):
         return self
 
 
+MINI_BATCH = 64  # train.mini_batch_size when not set, for batches of more trajectories
+MICRO_BATCH = 16  # train.micro_batch_size when not set
+
+
 class TrainConfig(Section):
     """The RL loop: steps, batch shape, optimizer, evaluation and checkpoint cadence."""
 
@@ -116,9 +120,13 @@ class TrainConfig(Section):
     )
     group_size: int = Field(8, ge=1, description="Episodes sampled per task.")
     epochs: int = Field(1, ge=1, description="PPO epochs over each batch.")
-    mini_batch_size: int = Field(64, ge=1, description="Trajectories per optimizer step.")
-    micro_batch_size: int = Field(
-        16, ge=1, description="Trajectories per forward pass (gradient accumulation)."
+    mini_batch_size: int | None = Field(
+        None, ge=1, description="Trajectories per optimizer step (None: the step's "
+        f"n_groups * group_size trajectories, at most {MINI_BATCH})."
+    )
+    micro_batch_size: int | None = Field(
+        None, ge=1, description="Trajectories per forward pass (gradient accumulation; None: "
+        f"mini_batch_size, at most {MICRO_BATCH})."
     )
     micro_batch_tokens: int | None = Field(
         None, ge=1, description="Token budget of a forward pass (rows x longest row), on top "
@@ -142,7 +150,14 @@ class TrainConfig(Section):
         10, ge=0, description="Checkpoint every N steps; 0 = only at the end."
     )
     keep_last: int = Field(3, ge=1, description="Checkpoints kept on disk (the newest ones).")
-    save_samples: int = Field(8, ge=0, description="Trajectories saved to samples/ per step.")
+    save_samples: int = Field(
+        16, ge=0, description="Trajectories saved to samples/ per step, as whole groups "
+        "(rounded up to them; 0: none). turnrl show and turnrl report read them."
+    )
+    sample_which: Literal["first", "random", "best", "worst", "extremes"] = Field(
+        "first", description="Which groups samples/ keeps: the first in the batch, random "
+        "ones, the best or worst by mean return, or extremes (best, worst, next best, ...)."
+    )
     norm_len: int | None = Field(
         None, ge=1, description="Constant length for seq_mean_token_sum_norm; None = max length."
     )
@@ -157,6 +172,11 @@ class TrainConfig(Section):
 
     @model_validator(mode="after")
     def _check_batches(self) -> TrainConfig:
+        per_step = self.n_groups * self.group_size
+        if self.mini_batch_size is None:  # derived from the batch, so small runs just work
+            self.mini_batch_size = min(MINI_BATCH, per_step)
+        if self.micro_batch_size is None:
+            self.micro_batch_size = min(MICRO_BATCH, self.mini_batch_size)
         if self.micro_batch_size > self.mini_batch_size:
             raise FieldError(
                 "micro_batch_size",
@@ -164,7 +184,6 @@ class TrainConfig(Section):
                 f"{self.micro_batch_size}; lower micro_batch_size or raise mini_batch_size",
                 related=("mini_batch_size",),
             )
-        per_step = self.n_groups * self.group_size
         if self.mini_batch_size > per_step:
             raise FieldError(
                 "mini_batch_size",

@@ -173,6 +173,11 @@ class EnvConfig(Section):
     kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments passed to make(id, **kwargs)."
     )
+    eval_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of held-out evaluation only, over "
+        "kwargs and the env's own evaluation defaults (dataset-v0 evaluates on its test rows: "
+        "{subset: test}); e.g. {test_path: my_test.jsonl}."
+    )
     train_seed_start: int = Field(0, ge=0, description="First reset seed of training tasks.")
     eval_seed_start: int = Field(
         1_000_000_000,

@@ -78,6 +78,11 @@ class EnvSpec:
     has_state_key: bool = False  # implements state_key()
     has_privileged_info: bool = False  # implements privileged_info()
     slow_steps: bool = False  # reset/step block (retrieval, code): the runner uses threads
+    # constructor arguments of held-out evaluation, over ``kwargs`` (dataset-v0: its test rows)
+    eval_kwargs: dict[str, Any] = field(default_factory=dict)
+    # SFT demonstrations may take a random action instead of the oracle's (sft.random_action_
+    # prob), to show other states; False where a random reply only teaches a wrong answer
+    demo_random_actions: bool = True
 
     def __post_init__(self) -> None:
         validate_env_id(self.id)

@@ -15,19 +15,22 @@ class EpisodeRunner(Protocol):
     an agent program's (:class:`~turnrl.agents.runner.AgentRunner`)."""
 
     def collect(self, make_env: Callable[[], Env], seeds: Sequence[int], group_size: int, *,
-                first_group_id: int = 0) -> list[Trajectory]: ...
+                first_group_id: int = 0, on_done: Callable[[], None] | None = None
+                ) -> list[Trajectory]: ...
 
 
 def evaluate(runner: EpisodeRunner, make_env: Callable[[], Env], seeds: Sequence[int], *,
-             samples_per_task: int = 1, pass_k: Sequence[int] = (1,)
+             samples_per_task: int = 1, pass_k: Sequence[int] = (1,),
+             on_done: Callable[[], None] | None = None
              ) -> tuple[dict[str, float], list[Trajectory]]:
-    """Play ``samples_per_task`` episodes per seed; returns the summary and the episodes.
+    """Play ``samples_per_task`` episodes per seed; returns the summary and the episodes
+    (``on_done`` is called as each episode ends: a progress display).
 
     Summary keys (see docs/metrics.md): ``success`` with its 95% interval
     ``success_lo``/``success_hi``, ``reward`` (+ interval), ``turns``, ``tokens``,
     ``pass@k`` (+ interval) for each k, ``episodes`` and ``tasks``.
     """
-    trajectories = runner.collect(make_env, seeds, samples_per_task)
+    trajectories = runner.collect(make_env, seeds, samples_per_task, on_done=on_done)
     records = [  # an agent run of several segments counts once (its first segment)
         {"task": t.seed, "success": t.success,
          "reward": t.total_reward, "turns": t.num_turns, "tokens": t.num_sampled_tokens}

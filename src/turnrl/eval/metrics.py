@@ -155,8 +155,10 @@ def summarize_episodes(
       ``tokens``        mean sampled tokens per episode
       ``episodes``, ``tasks``  counts
       ``pass@k``        for each k in ``pass_k``: mean over tasks of the unbiased per-task
-                        pass@k (:func:`pass_at_k`), with ``pass@k_lo/hi`` bootstrap; a k larger
-                        than some task's sample count raises ValueError naming k
+                        pass@k (:func:`pass_at_k`), with ``pass@k_lo/hi`` bootstrap (pass@1
+                        with one sample per task is the success rate, and has its Wilson
+                        interval); a k larger than some task's sample count raises ValueError
+                        naming k
     """
     if not records:
         raise ValueError("summarize_episodes: no episodes to summarize")
@@ -195,6 +197,9 @@ def summarize_episodes(
             [pass_at_k(int(n), int(c), k) for n, c in zip(counts, successes, strict=True)]
         )
         summary[f"pass@{k}"] = float(per_task.mean())
+        if k == 1 and np.all(counts == 1):  # it is the success rate: the same interval
+            summary["pass@1_lo"], summary["pass@1_hi"] = low, high
+            continue
         summary[f"pass@{k}_lo"], summary[f"pass@{k}_hi"] = bootstrap_ci(
             per_task, n_resamples=n_resamples, seed=seed
         )

@@ -74,21 +74,26 @@ class Runner:
         self.sampling_seed = sampling_seed
 
     def collect(self, make_env: Callable[[], Env], seeds: Sequence[int], group_size: int, *,
-                first_group_id: int = 0) -> list[Trajectory]:
-        """Run ``group_size`` episodes for each task seed; returns them grouped, seed by seed.
+                first_group_id: int = 0, on_done: Callable[[], None] | None = None
+                ) -> list[Trajectory]:
+        """Run ``group_size`` episodes for each task seed; returns them grouped, seed by seed
+        (``on_done()`` as each one ends).
 
         Episode ``j`` of seed ``seeds[i]`` has ``group_id = first_group_id + i``.
         """
         jobs = [(seed, first_group_id + i, member) for i, seed in enumerate(seeds)
                 for member in range(group_size)]
-        return asyncio.run(self._collect(make_env, jobs))
+        return asyncio.run(self._collect(make_env, jobs, on_done))
 
-    async def _collect(self, make_env: Callable[[], Env],
-                       jobs: list[tuple[int, int, int]]) -> list[Trajectory]:
-        return list(await asyncio.gather(
-            *(self.run_episode(make_env(), seed, group_id, member=member)
-              for seed, group_id, member in jobs)
-        ))
+    async def _collect(self, make_env: Callable[[], Env], jobs: list[tuple[int, int, int]],
+                       on_done: Callable[[], None] | None = None) -> list[Trajectory]:
+        async def play(seed: int, group_id: int, member: int) -> Trajectory:
+            trajectory = await self.run_episode(make_env(), seed, group_id, member=member)
+            if on_done is not None:
+                on_done()
+            return trajectory
+
+        return list(await asyncio.gather(*(play(*job) for job in jobs)))
 
     async def run_episode(self, env: Env, seed: int, group_id: int, *,
                           member: int = 0) -> Trajectory:

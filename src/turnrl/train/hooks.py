@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from rich.markup import escape
 
 from turnrl.algos.correction import AdaptiveKLController
 from turnrl.report.report import write_run_report
@@ -40,6 +39,7 @@ from turnrl.train.learner import Learner
 from turnrl.train.setup import Run
 
 log = logging.getLogger("turnrl")
+CUT_REPLIES = 0.5  # warn once when more than this fraction of a step's replies was cut
 
 
 class Interrupted(RuntimeError):
@@ -141,6 +141,7 @@ class StepHooks:
         self.evaluate, self.rebuild, self.push_weights = evaluate, rebuild, push_weights
         self.gather_states = gather_states
         self.monitor = build_monitor(run)
+        self.warned_cut = False  # warn_cut_replies has spoken
 
     def start(self) -> None:
         """Before the first RL step: with ``alarms.on_alarm=rollback``, a checkpoint to roll
@@ -160,8 +161,9 @@ class StepHooks:
         done = state.step + 1
         self.run.logger.log(done, metrics)
         state.history.append(metrics)
-        advance(f"reward {metrics['reward/mean']:.3f} success {metrics['rollout/success']:.3f}"
-                + (f" [red]{' '.join(fired)}[/red]" if fired else ""))
+        self.warn_cut_replies(metrics)
+        # alarms print as warnings (on_alarm), never in the status: the bar keeps its width
+        advance(f"reward {metrics['reward/mean']:.3f} success {metrics['rollout/success']:.3f}")
         if fired:
             rolled_back = self.on_alarm(done, fired, metrics)
             if rolled_back is not None and state.stop_signal is None:
@@ -185,6 +187,19 @@ class StepHooks:
             raise Interrupted(state.stop_signal,
                               f"stopped by {name} after step {done}; checkpoint saved: resume "
                               f"with `turnrl train --resume {self.run.run_dir}`")
+
+    def warn_cut_replies(self, metrics: dict[str, float]) -> None:
+        """Once a run: a warning when most of a step's replies hit ``rollout.max_new_tokens``
+        (``rollout/length_finishes`` over ``rollout/turns``, both per episode)."""
+        turns = metrics.get("rollout/turns", 0.0)
+        cut = metrics.get("rollout/length_finishes", 0.0) / turns if turns else 0.0
+        if cut > CUT_REPLIES and not self.warned_cut:
+            self.warned_cut = True
+            budget = self.run.cfg.rollout.max_new_tokens
+            self.run.progress.warn(
+                f"step {self.state.step + 1}: {cut:.0%} of the replies "
+                f"hit rollout.max_new_tokens={budget} and were cut; if the task needs longer "
+                f"replies, raise it (e.g. rollout.max_new_tokens={2 * budget})")
 
     def final_report(self) -> Path | None:
         """``RUN/report.html`` once the run is done (``log.report``); its path, or None."""
@@ -240,11 +255,14 @@ class StepHooks:
         to continue from after a rollback, else None."""
         a, run = self.run.cfg.alarms, self.run
         message = f"step {done}: {alarm_details(fired, metrics)}"
-        log.warning("%s", message)
-        run.progress.console.print(f"[yellow]warning[/yellow]: {escape(message)}")
-        if a.on_alarm == "warn" or not any(ACTIONABLE[name] for name in fired):
+        log.debug("%s", message)
+        acts = a.on_alarm != "warn" and any(ACTIONABLE[name] for name in fired)
+        stops = acts and (a.on_alarm == "stop" or self.state.rollbacks >= a.max_rollbacks)
+        if not stops:  # printed once: a run that stops says it in its error
+            run.progress.warn(message)
+        if not acts:
             return None  # the warn-only alarms may mean the task is solved
-        if a.on_alarm == "stop" or self.state.rollbacks >= a.max_rollbacks:
+        if stops:
             self.checkpoint(done)
             why = (f"after {self.state.rollbacks} rollbacks " if a.on_alarm == "rollback" else "")
             raise AlarmStop(f"{message}; stopped {why}(alarms.on_alarm={a.on_alarm}); the "

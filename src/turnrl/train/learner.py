@@ -90,6 +90,7 @@ class Learner:
         self.train = train
         self.vf_coef = critic_cfg.vf_coef
         self.norm_len = norm_len
+        assert train.micro_batch_size is not None, "a validated TrainConfig sets it"
         self.plan = PassPlan(max_rows=train.micro_batch_size, max_tokens=train.micro_batch_tokens,
                              pack=train.packing, share_prefix=train.share_prefix,
                              temperature=temperature)

@@ -25,7 +25,8 @@ from turnrl.train.collect import RolloutError
 from turnrl.train.hooks import AlarmStop, Interrupted, LoopState, StepHooks, stop_signals
 from turnrl.train.layout import layout
 from turnrl.train.learner import Learner
-from turnrl.train.samples import sample_stats, save_samples
+from turnrl.train.preflight import reply_budget_warning
+from turnrl.train.samples import sample_rows, sample_stats, save_samples
 from turnrl.train.scoring import score
 from turnrl.train.setup import (
     Run,
@@ -60,8 +61,12 @@ class RunResult:
 
 
 def warm_start_and_evaluate(run: Run, conversations: list | None) -> dict[str, float] | None:
-    """SFT (``sft.enabled``), then the evaluation before RL (``eval.before_training``)."""
+    """SFT (``sft.enabled``), then the evaluation before RL (``eval.before_training``); first
+    a warning if the env's oracle replies do not fit ``rollout.max_new_tokens``."""
     cfg = run.cfg
+    budget = reply_budget_warning(cfg, run.model.tokenizer)
+    if budget is not None:
+        run.progress.warn(budget)
     if cfg.sft.enabled:
         warm_start(cfg, run.model, run.make_env, run.progress,
                    lambda i, m: run.logger.log(i, m, phase="sft"), conversations)
@@ -111,8 +116,8 @@ def train(cfg: Config, *, resume: Path | None = None,
                 run, out.play(), source=out.source, cursor=collector.cursor)
         hooks.start()
         shape = shaping(cfg, algo)
-        with run.progress.task("RL", t.steps, completed=state.step) as advance, \
-                stop_signals(state):
+        rl_steps = run.progress.task("RL", t.steps, completed=state.step, every_step=True)
+        with rl_steps as advance, stop_signals(state):
             for step in state.steps(t.steps):
                 t0 = time.perf_counter()
                 collected = collector.collect(state.policy_version)
@@ -133,7 +138,9 @@ def train(cfg: Config, *, resume: Path | None = None,
                     advantage_inputs(scored, passes, algo), **algo.adv_kwargs)
                 batch, batch_metrics = train_batch(scored, passes, advantage, kl, algo,
                                                    collected.outcomes)
-                stats = sample_stats(learner, tokens, t.save_samples)  # before the update
+                kept = sample_rows(episodes, scored.turn_rewards, t.save_samples,
+                                   t.sample_which, seed=cfg.run.seed * 1_000_003 + step)
+                stats = sample_stats(learner, tokens, kept)  # before the update
                 warming_up = step < cfg.critic.warmup_steps  # train the critic alone
                 engine_metrics = run.model.engine.step_metrics()
                 run.model.engine.sleep()  # a colocated engine frees the GPU for the update
@@ -142,7 +149,7 @@ def train(cfg: Config, *, resume: Path | None = None,
                 push_weights()
                 t2 = time.perf_counter()
                 save_samples(run.run_dir, step + 1, episodes, collected.scores, scored, batch,
-                             t.save_samples, stats)
+                             kept, stats)
                 hooks.end_step({
                     **collected.metrics, **kl.metrics, **scored.metrics, **batch_metrics,
                     **update, "loss/critic_warmup": float(warming_up), **advantage.metrics,

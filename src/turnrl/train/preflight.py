@@ -14,6 +14,9 @@ registries; this module checks it against what the run will read (called from
   against a reference answer (``needs_reference``) needs an env whose reset info carries
   ``answer`` (one reset, only when such a term is configured).
 
+- :func:`reply_budget_warning`: the env's oracle replies fit ``rollout.max_new_tokens``
+  (a few oracle episodes, tokenised by the model's tokenizer); a warning, not an error.
+
 Each failure is a :class:`~turnrl.config.ConfigError` (or a
 :class:`~turnrl.models.policy.ModelLoadError`) naming the key, the file and the fix.
 """
@@ -21,11 +24,13 @@ Each failure is a :class:`~turnrl.config.ConfigError` (or a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from transformers import AutoConfig, PretrainedConfig
 
 from turnrl import envs
 from turnrl.config import Config, ConfigError
+from turnrl.models.chat import encode
 from turnrl.models.files import adaptable_modules, check_weights, is_adapter_dir, read_config
 from turnrl.models.policy import check_model_path
 from turnrl.models.tiny import build_tokenizer, llama_config
@@ -125,3 +130,42 @@ def check_rewards(cfg: Config, rewards: CombinedReward | None) -> None:
         f"final answer with a reference, but env {cfg.env.id!r} gives none (its reset info "
         "has no 'answer'); use an env with reference answers (dataset-v0, search-qa-v0), "
         f"give the reference as kwargs: {{answer: ...}}, or drop the term")
+
+
+ORACLE_EPISODES = 4  # played to measure the oracle's replies
+
+
+def reply_budget_warning(cfg: Config, tokenizer: Any) -> str | None:
+    """A warning when the env's oracle, over :data:`ORACLE_EPISODES` training tasks, writes
+    a reply longer than ``rollout.max_new_tokens`` (its tokens plus the end of the turn):
+    such replies are cut and cannot succeed. None when they fit, or without an oracle."""
+    spec = envs.spec(cfg.env.id)
+    if not spec.has_oracle or cfg.agent.entry_point is not None:
+        return None
+    longest, reply = 0, ""
+    for seed in range(cfg.env.train_seed_start, cfg.env.train_seed_start + ORACLE_EPISODES):
+        env = envs.make(cfg.env.id, **cfg.env.kwargs)
+        try:
+            env.reset(seed=seed)
+            for _ in range(spec.max_turns or 64):
+                action = env.oracle_action()
+                if action is None:
+                    break
+                size = len(encode(tokenizer, action)) + 1  # and the end of the turn
+                if size > longest:
+                    longest, reply = size, action
+                result = env.step(action)
+                if result.terminated or result.truncated:
+                    break
+        except Exception:  # a broken env fails its episodes, with their own errors, in the run
+            return None
+        finally:
+            env.close()
+    budget = cfg.rollout.max_new_tokens
+    if longest <= budget:
+        return None
+    shown = reply if len(reply) <= 60 else reply[:57] + "..."
+    return (f"rollout.max_new_tokens={budget} is shorter than the oracle's replies on "
+            f"{cfg.env.id}: {shown!r} takes {longest} tokens with the end of its turn, and a "
+            f"reply cut at {budget} cannot succeed; raise it, e.g. "
+            f"rollout.max_new_tokens={max(longest, 2 * budget)}")

@@ -36,7 +36,7 @@ from turnrl.algos import needs_critic
 from turnrl.algos.correction import AdaptiveKLController
 from turnrl.algos.presets import AlgoPreset
 from turnrl.config import Config, ConfigError, save_config
-from turnrl.config.checks import Validated, validate
+from turnrl.config.checks import Validated, env_kwargs, validate
 from turnrl.envs.latency import with_latency
 from turnrl.envs.protocol import Env
 from turnrl.eval.evaluate import evaluate
@@ -62,6 +62,7 @@ from turnrl.train.collect import Collector
 from turnrl.train.learner import GradientSync, Learner
 from turnrl.train.meta import record_session
 from turnrl.train.progress import Progress
+from turnrl.train.samples import save_eval_samples
 from turnrl.train.scoring import Shaping
 from turnrl.train.tracking import MetricsLogger
 from turnrl.types import Trajectory
@@ -143,12 +144,13 @@ def build_rewards(cfg: Config) -> CombinedReward | None:
         raise ConfigError(str(error)) from None
 
 
-def env_factory(cfg: Config) -> Callable[[], Env]:
-    """Builds one env of the config (picklable: Ray workers build their envs with it); an
-    agent program's run has none (:func:`no_env`)."""
+def env_factory(cfg: Config, *, evaluation: bool = False) -> Callable[[], Env]:
+    """Builds one env of the config (picklable: Ray workers build their envs with it), with
+    the evaluation's kwargs when ``evaluation`` (:func:`~turnrl.config.checks.env_kwargs`);
+    an agent program's run has none (:func:`no_env`)."""
     if cfg.agent.entry_point is not None:
         return no_env
-    make = functools.partial(envs.make, cfg.env.id, **cfg.env.kwargs)
+    make = functools.partial(envs.make, cfg.env.id, **env_kwargs(cfg, evaluation=evaluation))
     lat = cfg.env.latency
     if lat.median_s > 0:
         return functools.partial(with_latency, make, lat.median_s, lat.sigma, lat.max_s)
@@ -301,24 +303,30 @@ def runner(cfg: Config, model: Model, temperature: float, *,
 
 
 def run_eval(cfg: Config, model: Model, make_env: Callable[[], Env], progress: Progress,
-             label: str) -> dict[str, float]:
-    """Held-out evaluation (``eval.*`` on seeds from ``env.eval_seed_start``): the summary."""
+             label: str) -> tuple[dict[str, float], list[Trajectory]]:
+    """Held-out evaluation (``eval.*`` on seeds from ``env.eval_seed_start``): the summary
+    and the episodes."""
     e = cfg.eval
     seeds = range(cfg.env.eval_seed_start, cfg.env.eval_seed_start + e.episodes)
-    with progress.task(f"eval ({label})", None) as advance:
-        summary, _ = evaluate(runner(cfg, model, e.temperature, evaluation=True), make_env, seeds,
-                              samples_per_task=e.samples_per_task, pass_k=e.pass_k)
-        advance(f"success {summary['success']:.3f}")
-    return summary
+    with progress.task(f"eval ({label})", e.episodes * e.samples_per_task) as advance:
+        summary, episodes = evaluate(
+            runner(cfg, model, e.temperature, evaluation=True), make_env, seeds,
+            samples_per_task=e.samples_per_task, pass_k=e.pass_k, on_done=lambda: advance(""))
+    progress.note(f"eval ({label}): success {summary['success']:.3f} "
+                  f"[{summary['success_lo']:.3f}, {summary['success_hi']:.3f}] over "
+                  f"{summary['episodes']:.0f} episodes")
+    return summary, episodes
 
 
 def evaluate_run(run: Run, step: int, label: str) -> dict[str, float]:
     """:func:`run_eval` on the run's current model, logged as ``eval/*`` at ``step`` with
-    its wall time (``perf/eval_s``)."""
+    its wall time (``perf/eval_s``); its episodes go to ``samples/eval_<step>.jsonl``."""
     start = time.perf_counter()
-    summary = run_eval(run.cfg, run.model, run.make_env, run.progress, label)
+    summary, episodes = run_eval(run.cfg, run.model, env_factory(run.cfg, evaluation=True),
+                                 run.progress, label)
     run.logger.log(step, {**{f"eval/{k}": v for k, v in summary.items()},
                           "perf/eval_s": time.perf_counter() - start}, phase="eval")
+    save_eval_samples(run.run_dir, step, episodes)
     return summary
 
 

@@ -59,7 +59,8 @@ def play_demonstrations(make_env: Callable[[], Env], seeds: Sequence[int], *,
                         seed: int = 0, calls: EnvCalls | None = None,
                         keep_failed: bool = False) -> Demonstrations:
     """Play each seed with the env's oracle; with probability ``random_action_prob`` a turn
-    takes ``env.sample_action(rng)`` instead, so the demonstrations are imperfect. With
+    takes ``env.sample_action(rng)`` instead, so the demonstrations are imperfect (not in an
+    env whose spec says ``demo_random_actions=False``: dataset-v0's one reply is its answer). With
     ``train_random_actions=False`` a random action that differs from the oracle's gets
     ``"weight": 0``: it still moves the episode to states the oracle would not visit, but
     only the oracle's actions are learned (noise injection, as in DART, Laskey et al. 2017).
@@ -113,7 +114,7 @@ async def _demonstration(env: Env, task_seed: int, rng: random.Random, calls: En
             action = expert = await calls.text(env, cast(HasOracle, env).oracle_action)
             if action is None:
                 break
-            if rng.random() < random_action_prob:
+            if rng.random() < random_action_prob and env.spec.demo_random_actions:
                 where = f"sample_action at turn {turn}"
                 action = await calls.text(env, cast(HasActionSampler, env).sample_action, rng)
                 assert action is not None

@@ -36,6 +36,20 @@ def last_train_record(run_dir: Path) -> dict | None:
     return last
 
 
+def _finished(run_dir: Path) -> str | None:
+    """How a finished run ended (its ``eval.json``), or None while it runs."""
+    try:
+        summary = json.loads((run_dir / "eval.json").read_text())
+    except (OSError, ValueError):
+        return None
+    before, after = summary.get("before") or {}, summary.get("after") or {}
+    said = [f"{summary.get('wall_time_s', 0):.0f} s"]
+    if "success" in after:
+        said.append(f"held-out success {before['success']:.3f} -> {after['success']:.3f}"
+                    if "success" in before else f"held-out success {after['success']:.3f}")
+    return ", ".join(said) + " (report.html has the rest)"
+
+
 def status_report(run_dir: Path) -> Group:
     """Rich tables of the run's newest step (see the module docstring)."""
     record = last_train_record(run_dir)
@@ -44,6 +58,7 @@ def status_report(run_dir: Path) -> Group:
     age = time.time() - (run_dir / "metrics.jsonl").stat().st_mtime
     overview = Table(title=f"{run_dir.name}: step {record['step']} "
                      f"(last record {age:.0f} s ago)", show_header=False)
+    finished = _finished(run_dir)
     for key, label in (("reward/mean", "reward"), ("rollout/success", "success"),
                        ("perf/step_s", "step s"), ("perf/rollout_s", "rollout s"),
                        ("perf/update_s", "update s"), ("perf/learner_wait_s", "learner wait s"),
@@ -78,4 +93,6 @@ def status_report(run_dir: Path) -> Group:
             table.add_row(name, f"{w.get('episodes_per_s', 0):.2f}",
                           f"{w.get('tokens_per_s', 0):.0f}", f"{w.get('busy_frac', 0):.0%}")
         parts.append(table)
+    if finished is not None:
+        parts.insert(0, f"{run_dir.name} finished: {finished}")
     return Group(*parts)

@@ -9,9 +9,13 @@ with Hugging Face ``datasets``' ``save_to_disk``. Without ``path`` it plays the 
     assistant: x = 3
     user:      Correct.                     reward 1.0, terminated
 
-``reset(seed)`` plays row ``seed % len(dataset)`` (seed ``s`` and ``s + len`` are the same
-task); ``reset()`` without a seed draws a row at random. The first message is
-``system_prompt`` when given, then the question (column ``question_key``) as the user.
+``subset`` chooses the rows: ``"train"`` (default), ``"test"`` (held out: ``test_path``'s
+rows, else ``round(n · test_fraction)`` rows spread evenly over the file) or ``"all"``; the
+spec's ``eval_kwargs`` make a run's held-out evaluation play the test rows. ``reset(seed)``
+plays row ``seed % len(rows)`` of the subset (seed ``s`` and ``s + len`` are the same task);
+``reset()`` without a seed draws a row at random. The first message is ``system_prompt`` when
+given, then the question (column ``question_key``) as the user. The reset info's ``answer``
+is every accepted gold as a list of strings, canonical first, for reward functions.
 
 The reply earns 1.0 when it matches the gold answer (column ``answer_key``; a list of strings
 means any of them is right), else 0.0, and the episode terminates. ``checker`` decides how:
@@ -75,7 +79,10 @@ SPEC = EnvSpec(
     "reply is checked against the gold answer (math-verify or normalised exact match).",
     reward_range=(0.0, 1.0),
     has_oracle=True,
+    eval_kwargs={"subset": "test"},  # held-out evaluation plays the held-out rows
+    demo_random_actions=False,  # one turn: a random reply is only a wrong answer to learn
 )
+SUBSETS = ("train", "test", "all")
 
 CHECKERS = ("auto", "math", "exact")
 SAMPLE_FILE = "data/sample_math.jsonl"  # inside the turnrl.envs.builtin package
@@ -102,15 +109,45 @@ class DatasetEnv:
         system_prompt: str | None = None,
         split: str | None = None,
         checker: str = "auto",
+        subset: str = "train",
+        test_fraction: float = 0.2,
+        test_path: str | None = None,
     ) -> None:
         if checker not in CHECKERS:
             raise ValueError(f"dataset-v0: checker={checker!r} is not one of {CHECKERS}")
+        if subset not in SUBSETS:
+            raise ValueError(f"dataset-v0: subset={subset!r} is not one of {SUBSETS}")
+        if not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"dataset-v0: test_fraction={test_fraction!r} must be between 0 "
+                             "and 1 (exclusive); use test_path for a held-out file")
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise TypeError(f"dataset-v0: system_prompt must be a str, got {system_prompt!r}")
         source = sample_path() if path is None else Path(path).expanduser()
-        self.rows = load_rows(source, question_key, answer_key, split)
+        # (question, golds) and where each row is from ("<file> row <i>"), for messages
+        rows = [(row, f"{source} row {i}")
+                for i, row in enumerate(load_rows(source, question_key, answer_key, split))]
+        if test_path is not None:  # the held-out rows are a file of their own
+            other = Path(test_path).expanduser()
+            held_out = [(row, f"{other} row {i}") for i, row in enumerate(
+                load_rows(other, question_key, answer_key, None))]
+            parts = {"train": rows, "test": held_out, "all": rows + held_out}
+        else:  # k = round(n · test_fraction) rows (at least 1), spread evenly over the file
+            k = max(1, round(len(rows) * test_fraction))
+            test = sorted({int((j + 0.5) * len(rows) / k) for j in range(k)})
+            if len(test) >= len(rows) and subset != "all":
+                raise DatasetEnvError(
+                    f"dataset-v0: {source}: {len(rows)} row(s) cannot be split into train "
+                    f"and test rows; add rows, give the test rows as test_path, or play every "
+                    "row in training and evaluation with subset='all' (evaluation then "
+                    "replays training tasks)")
+            held = set(test)
+            parts = {"train": [r for i, r in enumerate(rows) if i not in held],
+                     "test": [rows[i] for i in test], "all": rows}
+        self.rows = [row for row, _ in parts[subset]]
+        self.origins = [where for _, where in parts[subset]]
         self.path, self.question_key, self.answer_key = path, question_key, answer_key
         self.system_prompt, self.split, self.checker = system_prompt, split, checker
+        self.subset = subset
         if checker == "math":
             import_math_verify()
         self.spec = replace(SPEC, kwargs={
@@ -120,8 +157,10 @@ class DatasetEnv:
             "system_prompt": system_prompt,
             "split": split,
             "checker": checker,
+            "subset": subset,
+            "test_fraction": test_fraction,
+            "test_path": test_path,
         })
-        self._source = source
         self._rng: random.Random | None = None
         self._row: int | None = None  # the row being answered; None once answered
         self._checkers: dict[int, str] = {}  # row -> "math" | "exact", decided on first use
@@ -146,8 +185,10 @@ class DatasetEnv:
         if self.system_prompt is not None:
             messages.append({"role": "system", "content": self.system_prompt})
         messages.append({"role": "user", "content": self.rows[row][0]})
-        # the gold answers, for reward functions (turnrl.rewards: exact_match, math_verify, ...)
-        return messages, {"row": row, "answer": list(self.rows[row][1])}
+        # the gold answers (a list of strings, canonical first) for reward functions
+        # (turnrl.rewards: exact_match, math_verify, ...); the agent never sees info
+        return messages, {"row": row, "subset": self.subset,
+                          "answer": [str(gold) for gold in self.rows[row][1]]}
 
     def step(self, action: str) -> StepResult:
         if self._row is None:
@@ -197,7 +238,7 @@ class DatasetEnv:
             if self.checker == "math":
                 if not all(map(parses_as_math, answers)):
                     raise DatasetEnvError(
-                        f"dataset-v0: {self._source} row {row}: math-verify cannot parse the "
+                        f"dataset-v0: {self.origins[row]}: math-verify cannot parse the "
                         f"gold answer {answers!r}; use checker='auto' or 'exact', or fix it"
                     )
                 self._checkers[row] = "math"
