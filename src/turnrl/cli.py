@@ -120,7 +120,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     checked = validate(cfg)
     check_inputs(cfg, resume=None)  # the model dir, before a run dir exists
     run = open_run(checked)
-    summary = evaluate_run(run, 0, "eval")
+    summary = evaluate_run(run, 0, "held-out")
     run.close()
     print_results(None, summary, run_dir=run.run_dir, wall_time_s=None,
                   labels=("", str(args.model)))
@@ -282,17 +282,43 @@ def cmd_envs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_play(args: argparse.Namespace) -> int:
+def make_env_arg(args: argparse.Namespace) -> Any:
+    """The env of ``args.env`` with its ``--kwarg`` arguments; a bad one is a usage error."""
     from turnrl import envs
-    from turnrl.envs.play import play
 
-    kwargs = parse_kwargs(args.kwarg or [])
     try:
-        env = envs.make(args.env, **kwargs)
+        return envs.make(args.env, **parse_kwargs(args.kwarg or []))
     except (TypeError, ValueError) as error:
         if isinstance(error, UnknownNameError):
             raise
         raise UsageError(f"--kwarg for {args.env!r}: {error}") from None
+
+
+def cmd_check_env(args: argparse.Namespace) -> int:
+    from turnrl.envs import EnvCheckError, check_env
+
+    env = make_env_arg(args)
+    try:
+        check_env(env, seeds=range(args.seeds))
+    except EnvCheckError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        env.close()
+    spec = env.spec
+    has = [name for name, on in (("an oracle", spec.has_oracle), ("tools", bool(spec.tools)),
+                                 ("state keys", spec.has_state_key),
+                                 ("privileged info", spec.has_privileged_info)) if on]
+    print(f"{args.env}: follows the env contract on seeds 0-{args.seeds - 1} (reset, step, "
+          f"close, episodes end within max_turns={spec.max_turns}, same seed -> same episode"
+          + (f"; checked: {', '.join(has)}" if has else "") + ")")
+    return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from turnrl.envs.play import play
+
+    env = make_env_arg(args)
     try:
         play(env, seed=args.seed, oracle=args.oracle)
     except ValueError as error:
@@ -406,6 +432,10 @@ def build_parser() -> argparse.ArgumentParser:
     loudness = common.add_mutually_exclusive_group()
     loudness.add_argument("-q", "--quiet", action="store_true",
                           help="no progress output (warnings, errors and results still print)")
+    common.add_argument("--import", dest="imports", action="append", metavar="MODULE",
+                        help="import MODULE first (a module of yours that calls "
+                        "turnrl.envs.register), e.g. --import my_envs; repeatable; train, sft "
+                        "and eval pass it on as env.imports")
     loudness.add_argument("-v", "--verbose", action="store_true",
                           help="also show what the libraries print (transformers' progress "
                           "bars, deprecation warnings, Ray's notices)")
@@ -536,6 +566,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="env constructor argument, repeatable (e.g. --kwarg max_size=5)")
     p.set_defaults(fn=cmd_play)
 
+    p = add("check-env", help="check an env against the env contract (check_env)",
+            description="Build ENV (with --kwarg arguments; --import your module first) and "
+            "run turnrl.envs.check_env on it: reset/step/close, types, episodes ending within "
+            "max_turns, same seed -> same episode, the oracle and the capabilities its spec "
+            "declares. Exit status 1 with the first problem.")
+    p.add_argument("env", help="env id, e.g. my-maze-v0")
+    p.add_argument("--kwarg", action="append", metavar="KEY=VALUE",
+                   help="constructor argument, repeatable")
+    p.add_argument("--seeds", type=int, default=3, help="seeds to probe (default 3)")
+    p.set_defaults(fn=cmd_check_env)
+
     p = add("algos", help="list algorithm presets and registered functions",
                        description="Each preset is a bundle of registry keys (docs/algorithms.md)."
                        " Use one with algo.preset=NAME and override any key, e.g. "
@@ -566,6 +607,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     set_verbosity("quiet" if args.quiet else "verbose" if args.verbose else "normal")
+    if args.imports and hasattr(args, "items"):  # Ray workers import them too
+        args.items = [*args.items, f"env.imports=[{','.join(args.imports)}]"]
     # key=value overrides may follow options (`turnrl eval RUN --episodes 8 eval.temperature=0`)
     if extra and hasattr(args, "items") and all("=" in e and not e.startswith("-")
                                                   for e in extra):
@@ -573,6 +616,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        if args.imports:
+            from turnrl.envs import import_modules
+
+            import_modules(args.imports)
         code = int(args.fn(args))
         sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
         return code

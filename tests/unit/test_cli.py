@@ -230,7 +230,8 @@ def test_status_shows_the_newest_step_and_the_ray_workers(tmp_path, capsys) -> N
     (run / "eval.json").write_text(json.dumps({"before": {"success": 0.1},
                                                "after": {"success": 0.4}, "wall_time_s": 61}))
     assert main(["status", str(run)]) == 0
-    assert "r finished: 61 s, held-out success 0.100 -> 0.400" in capsys.readouterr().out
+    assert ("r finished after step 2: 61 s, held-out success 0.100 -> 0.400"
+            in capsys.readouterr().out)
 
 
 def test_algos_at_80_columns_cut_no_word(capsys, monkeypatch) -> None:

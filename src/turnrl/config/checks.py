@@ -53,6 +53,7 @@ class Validated:
 
 def validate(cfg: Config) -> Validated:
     """All cross-key checks (see the module docstring); raises :class:`ConfigError`."""
+    check_env_imports(cfg)  # first: they register the env ids the other checks look up
     check_names(cfg)
     check_engine(cfg)
     check_packages(cfg)
@@ -89,6 +90,15 @@ def check_names(cfg: Config) -> None:
         # a prefix resolver's id (gym:<id>) needs no registration; check_env_kwargs checks it
         "env.id": envs.registered_ids() + ([cfg.env.id] if resolves(cfg.env.id) else []),
     })
+
+
+def check_env_imports(cfg: Config) -> None:
+    """Import the modules of ``env.imports`` (they register the user's envs)."""
+    try:
+        envs.import_modules(cfg.env.imports)
+    except envs.EnvPluginError as error:
+        where = cfg.origin_of("env.imports")
+        raise ConfigError(f"{where + ': ' if where else ''}{error}") from None
 
 
 def env_kwargs(cfg: Config, *, evaluation: bool = False) -> dict[str, Any]:

@@ -173,6 +173,11 @@ class EnvConfig(Section):
     kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments passed to make(id, **kwargs)."
     )
+    imports: list[str] = Field(
+        default_factory=list, description="Modules imported before the env is made: your own "
+        "module that calls turnrl.envs.register (e.g. [my_envs] for my_envs.py in the current "
+        "directory). Packages can register through the turnrl.envs entry points instead."
+    )
     eval_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments of held-out evaluation only, over "
         "kwargs and the env's own evaluation defaults (dataset-v0 evaluates on its test rows: "

@@ -4,7 +4,9 @@
 >>> env.spec.max_turns
 20
 
-Third-party packages register through the ``turnrl.envs`` entry-point group::
+A module of your own registers its envs when imported: name it in ``env.imports`` (or
+``--import``) and :func:`import_modules` imports it before the env is made. Third-party
+packages register through the ``turnrl.envs`` entry-point group::
 
     # pyproject.toml of the plugin
     [project.entry-points."turnrl.envs"]
@@ -26,7 +28,9 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib import metadata
 from typing import Any, Protocol
@@ -157,6 +161,36 @@ def constructor(id: str) -> Callable[..., Any] | None:
     return None if _resolver(id) is not None else _load_entry_point(_lookup(id))
 
 
+def import_modules(names: Sequence[str], *, search: str | None = None) -> None:
+    """Import each module of ``names`` (a module that calls :func:`register` when imported:
+    ``env.imports``, ``--import``), looking in ``search`` (a directory, default the current
+    one) too; a module that cannot be imported is an :class:`EnvPluginError` saying why."""
+    folder = os.path.abspath(search or os.getcwd())
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name != name and not name.startswith(f"{error.name}."):
+                raise EnvPluginError(f"env.imports: importing {name!r} failed: {error}; "
+                                     "install what it imports") from None
+            raise EnvPluginError(
+                f"env.imports: no module {name!r}; give a module importable from {folder} "
+                "or from PYTHONPATH, e.g. my_envs for my_envs.py or my_envs/__init__.py"
+            ) from None
+        except Exception as error:  # whatever the user's module raised
+            raise EnvPluginError(f"env.imports: importing {name!r} raised "
+                                 f"{type(error).__name__}: {error}; fix the module") from None
+
+
+def make_imported(names: Sequence[str], search: str, id: str, **overrides: Any) -> Env:
+    """:func:`import_modules`, then :func:`make` (picklable: a Ray worker imports the
+    modules before it builds its env)."""
+    import_modules(names, search=search)
+    return make(id, **overrides)
+
+
 def make(id: str, **overrides: Any) -> Env:
     """Build the env registered as ``id``; ``overrides`` replace its constructor defaults.
 
@@ -240,7 +274,8 @@ def _lookup(id: str) -> EnvSpec:
             f"{', '.join(s.id for s in versions)}"
         )
     else:
-        message = unknown_name_message("env", id, choices)
+        message = (unknown_name_message("env", id, choices) + "; an env of your own is "
+                   "registered by importing its module: --import my_envs, or env.imports")
     raise UnknownEnvError(message)
 
 

@@ -150,7 +150,10 @@ def env_factory(cfg: Config, *, evaluation: bool = False) -> Callable[[], Env]:
     an agent program's run has none (:func:`no_env`)."""
     if cfg.agent.entry_point is not None:
         return no_env
-    make = functools.partial(envs.make, cfg.env.id, **env_kwargs(cfg, evaluation=evaluation))
+    kwargs = env_kwargs(cfg, evaluation=evaluation)
+    make = (functools.partial(envs.make_imported, cfg.env.imports, os.getcwd(), cfg.env.id,
+                              **kwargs)
+            if cfg.env.imports else functools.partial(envs.make, cfg.env.id, **kwargs))
     lat = cfg.env.latency
     if lat.median_s > 0:
         return functools.partial(with_latency, make, lat.median_s, lat.sigma, lat.max_s)

@@ -56,8 +56,8 @@ def status_report(run_dir: Path) -> Group:
     if record is None:
         return Group(f"{run_dir}: no RL step logged yet (SFT or the first rollout running)")
     age = time.time() - (run_dir / "metrics.jsonl").stat().st_mtime
-    overview = Table(title=f"{run_dir.name}: step {record['step']} "
-                     f"(last record {age:.0f} s ago)", show_header=False)
+    heading = f"{run_dir.name}: step {record['step']} (last record {age:.0f} s ago)"
+    overview = Table(show_header=False)
     finished = _finished(run_dir)
     for key, label in (("reward/mean", "reward"), ("rollout/success", "success"),
                        ("perf/step_s", "step s"), ("perf/rollout_s", "rollout s"),
@@ -93,6 +93,6 @@ def status_report(run_dir: Path) -> Group:
             table.add_row(name, f"{w.get('episodes_per_s', 0):.2f}",
                           f"{w.get('tokens_per_s', 0):.0f}", f"{w.get('busy_frac', 0):.0%}")
         parts.append(table)
-    if finished is not None:
-        parts.insert(0, f"{run_dir.name} finished: {finished}")
+    parts.insert(0, heading if finished is None else
+                 f"{run_dir.name} finished after step {record['step']}: {finished}")
     return Group(*parts)
