@@ -9,7 +9,12 @@ makes such streams write ``\\xd7`` (stdout, stderr) and read undecodable bytes a
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import sys
+import tempfile
+from collections.abc import Iterator
 from typing import Any, Literal
 
 SAMPLE = "\u00d7\u2192\u2713"  # ×→✓: text an encoding that can encode anything encodes
@@ -61,7 +66,6 @@ def set_verbosity(level: Verbosity) -> None:
     if level == "verbose":
         return
     import logging
-    import os
     import warnings
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -74,3 +78,34 @@ def set_verbosity(level: Verbosity) -> None:
 
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()  # "Writing model shards", "Loading weights"
+
+
+# Ray's driver warns, in C++ on the process's stderr, about the rollout workers it creates:
+# their constructor arguments (the model) are in the object store and they restart. turnrl
+# keeps that object referenced for the run, so a restart finds it: the notice is noise.
+RAY_ACTOR_NOTICE = re.compile(r"core_worker\.cc:\d+: Actor with class name: .* has constructor "
+                              r"arguments in the object store and max_restarts > 0")
+
+
+@contextlib.contextmanager
+def held_back_stderr(pattern: re.Pattern[str]) -> Iterator[None]:
+    """Lines that C++ libraries write to the process's stderr (fd 2) while the block runs are
+    held back and written out after it, except those matching ``pattern`` (unless
+    ``--verbose``, when nothing is held back)."""
+    if verbosity() == "verbose":
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            lines = held.read().decode(errors="replace").splitlines(keepends=True)
+            sys.stderr.writelines(line for line in lines if not pattern.search(line))
+            sys.stderr.flush()

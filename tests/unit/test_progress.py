@@ -72,3 +72,21 @@ def test_quiet_prints_nothing_but_the_libraries_are_quiet_by_default(capsys):
 
     assert not transformers_logging.is_progress_bar_enabled()
     assert logging.getLogger(console.RAY_AUTH_LOGGER).level == logging.ERROR
+
+
+def test_ray_notice_is_held_back_and_other_stderr_lines_pass(capfd):
+    """What C++ writes to fd 2 inside the block: the known Ray notice is dropped, the rest
+    comes out after the block; --verbose holds nothing back."""
+    import os
+
+    notice = (b"[2026-12-04 22:52:27,493 E 1 1] core_worker.cc:2465: Actor with class name: "
+              b"'RolloutWorker' and ID: 'ab' has constructor arguments in the object store "
+              b"and max_restarts > 0. If the arguments ...\n")
+    with console.held_back_stderr(console.RAY_ACTOR_NOTICE):
+        os.write(2, notice)
+        os.write(2, b"a real error line\n")
+    assert capfd.readouterr().err == "a real error line\n"
+    console.set_verbosity("verbose")
+    with console.held_back_stderr(console.RAY_ACTOR_NOTICE):
+        os.write(2, notice)
+    assert "core_worker.cc" in capfd.readouterr().err

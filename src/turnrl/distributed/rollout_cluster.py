@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from turnrl.config import ConfigError
+from turnrl.console import RAY_ACTOR_NOTICE, held_back_stderr
 from turnrl.distributed.env_worker import ENV_WORKER_CONCURRENCY, EnvWorker
 from turnrl.distributed.rollout_worker import RolloutWorker
 from turnrl.rollout.runner import WorkerLost
@@ -106,13 +107,15 @@ class RayCluster:
         device = "cuda" if d.gpus_per_rollout_worker > 0 else "cpu"
         # kept referenced for the run: a restarted worker is rebuilt from it
         self.model = model = ray.put(copy.deepcopy(policy).cpu())
-        self.rollout_workers = [
-            rollout_actor.options(num_cpus=d.cpus_per_rollout_worker,
-                                  num_gpus=d.gpus_per_rollout_worker, max_restarts=-1).remote(
-                model, tokenizer, make_env, params, runner_kwargs, engine_kwargs,
-                env_workers=self.env_workers, threads=d.worker_threads, device=device,
-                name=f"rollout-{i}")
-            for i in range(d.num_rollout_workers)]
+        with held_back_stderr(RAY_ACTOR_NOTICE):  # Ray's notice about exactly that
+            self.rollout_workers = [
+                rollout_actor.options(num_cpus=d.cpus_per_rollout_worker,
+                                      num_gpus=d.gpus_per_rollout_worker, max_restarts=-1
+                                      ).remote(
+                    model, tokenizer, make_env, params, runner_kwargs, engine_kwargs,
+                    env_workers=self.env_workers, threads=d.worker_threads, device=device,
+                    name=f"rollout-{i}")
+                for i in range(d.num_rollout_workers)]
         self.weights: Any = None  # the newest pushed state dict (an ObjectRef) and version
         self.version = 0
         self.restarts = 0
