@@ -540,8 +540,11 @@ def test_a_test_file_and_a_dataset_too_small_to_split(tmp_path):
     assert len(DatasetEnv(**both)) == 3 and len(DatasetEnv(**both, subset="test")) == 1
     assert len(DatasetEnv(path=str(tmp_path / "train.jsonl"))) == 2  # one row held out
     write_jsonl(tmp_path / "one.jsonl", [{"question": "q", "answer": "1"}])
-    with pytest.raises(DatasetEnvError, match=r"1 row\(s\) cannot be split .* subset='all'"):
-        DatasetEnv(path=str(tmp_path / "one.jsonl"))
+    with pytest.warns(UserWarning, match=r"has one row: training and held-out evaluation "
+                                         "both play it"):
+        one = DatasetEnv(path=str(tmp_path / "one.jsonl"))
+        held_out = DatasetEnv(path=str(tmp_path / "one.jsonl"), subset="test")
+    assert one.rows == held_out.rows == [("q", ("1",))]
     assert len(DatasetEnv(path=str(tmp_path / "one.jsonl"), subset="all")) == 1
 
 

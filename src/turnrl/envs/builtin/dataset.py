@@ -10,7 +10,8 @@ with Hugging Face ``datasets``' ``save_to_disk``. Without ``path`` it plays the 
     user:      Correct.                     reward 1.0, terminated
 
 ``subset`` chooses the rows: ``"train"`` (default), ``"test"`` (held out: ``test_path``'s
-rows, else ``round(n · test_fraction)`` rows spread evenly over the file) or ``"all"``; the
+rows, else ``round(n · test_fraction)`` rows spread evenly over the file; a one-row file is
+both, with a warning) or ``"all"``; the
 spec's ``eval_kwargs`` make a run's held-out evaluation play the test rows. ``reset(seed)``
 plays row ``seed % len(rows)`` of the subset (seed ``s`` and ``s + len`` are the same task);
 ``reset()`` without a seed draws a row at random. The first message is ``system_prompt`` when
@@ -43,6 +44,7 @@ import json
 import random
 import re
 import string
+import warnings
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -134,15 +136,15 @@ class DatasetEnv:
         else:  # k = round(n · test_fraction) rows (at least 1), spread evenly over the file
             k = max(1, round(len(rows) * test_fraction))
             test = sorted({int((j + 0.5) * len(rows) / k) for j in range(k)})
-            if len(test) >= len(rows) and subset != "all":
-                raise DatasetEnvError(
-                    f"dataset-v0: {source}: {len(rows)} row(s) cannot be split into train "
-                    f"and test rows; add rows, give the test rows as test_path, or play every "
-                    "row in training and evaluation with subset='all' (evaluation then "
-                    "replays training tasks)")
             held = set(test)
             parts = {"train": [r for i, r in enumerate(rows) if i not in held],
                      "test": [rows[i] for i in test], "all": rows}
+            if len(rows) < 2:  # nothing to hold out: both play it (e.g. `turnrl play`)
+                parts["train"] = parts["test"] = rows
+                if subset != "all":
+                    warnings.warn(f"dataset-v0: {source} has one row: training and held-out "
+                                  "evaluation both play it; add rows or give test rows as "
+                                  "test_path", stacklevel=2)
         self.rows = [row for row, _ in parts[subset]]
         self.origins = [where for _, where in parts[subset]]
         self.path, self.question_key, self.answer_key = path, question_key, answer_key
