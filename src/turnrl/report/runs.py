@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ReportError", "RunRecord", "config_value", "expand_runs", "load_run"]
+__all__ = ["ReportError", "RunRecord", "config_value", "expand_runs", "load_run",
+           "sample_files"]
 
 
 class ReportError(ValueError):
@@ -88,10 +89,15 @@ def load_run(path: str | Path) -> RunRecord:
     if (run_dir / "meta.json").is_file():
         sessions = json.loads((run_dir / "meta.json").read_text(encoding="utf-8")).get(
             "sessions", [])
-    steps = sorted(int(m.group(1)) for p in (run_dir / "samples").glob("step_*.jsonl")
-                   if (m := re.fullmatch(r"step_(\d+)\.jsonl", p.name)))
     return RunRecord(run_dir, run_dir.name, config, _read_rows(metrics), evaluation,
-                     sessions, steps)
+                     sessions, sorted(sample_files(run_dir, "step")))
+
+
+def sample_files(run_dir: Path, kind: str) -> dict[int, Path]:
+    """``samples/<kind>_<n>.jsonl`` by ``n``: a step's (``step``) or an evaluation's
+    (``eval``) episodes."""
+    return {int(m.group(1)): p for p in (run_dir / "samples").glob(f"{kind}_*.jsonl")
+            if (m := re.fullmatch(rf"{kind}_(\d+)\.jsonl", p.name))}
 
 
 def expand_runs(items: list[str]) -> list[Path]:

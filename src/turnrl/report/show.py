@@ -8,7 +8,6 @@ it. The newest step (or evaluation) by default.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from rich.console import Console
@@ -16,14 +15,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from turnrl.report.episodes import episode_view, index_row, read_samples
-from turnrl.report.runs import ReportError, load_run
+from turnrl.report.runs import ReportError, load_run, sample_files
 
 __all__ = ["show"]
-
-
-def _files(run_dir: Path, kind: str) -> dict[int, Path]:
-    return {int(m.group(1)): p for p in (run_dir / "samples").glob(f"{kind}_*.jsonl")
-            if (m := re.fullmatch(rf"{kind}_(\d+)\.jsonl", p.name))}
 
 
 def show(run_dir: Path, console: Console, *, step: int | None = None, episode: int = 0,
@@ -31,7 +25,7 @@ def show(run_dir: Path, console: Console, *, step: int | None = None, episode: i
     """Print the episodes of a step (or of an evaluation) and one episode's transcript."""
     run = load_run(run_dir)
     kind = "eval" if evaluation else "step"
-    files = _files(run.path, kind)
+    files = sample_files(run.path, kind)
     if not files:
         raise ReportError(f"{run_dir}: no samples/{kind}_<n>.jsonl ("
                           + ("the run kept no evaluation episodes" if evaluation else

@@ -98,9 +98,7 @@ def save_eval_samples(run_dir: Path, step: int, trajectories: Sequence[Trajector
     rewards; no advantages, nothing was trained on them)."""
     lines = []
     for traj in trajectories:
-        record = traj.to_dict()
-        record["env_rewards"] = record["turn_rewards"]
-        lines.append(json.dumps(record))
+        lines.append(json.dumps(traj.to_dict()))
     if lines:
         _write(run_dir / "samples" / f"eval_{step}.jsonl", f"the evaluation at step {step}",
                lines)
