@@ -46,6 +46,15 @@ def split_config_args(items: Sequence[str]) -> tuple[Path, list[str]]:
     return default_config_path(), items
 
 
+def seed_list(text: str) -> list[int]:
+    """``0,1,4`` → [0, 1, 4] (argparse type of ``turnrl sweep --seeds``)."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of "
+                                         "integer seeds, e.g. 0,1,2") from None
+
+
 def user_errors() -> tuple[type[BaseException], ...]:
     from turnrl.config import ConfigError
     from turnrl.envs.registry import EnvPluginError
@@ -53,11 +62,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from turnrl.models.chat import ChatTemplateError
     from turnrl.models.policy import ModelLoadError
     from turnrl.report import ReportError
+    from turnrl.sweep import RecipeError
     from turnrl.train.checkpoint import CheckpointError
     from turnrl.train.sft import DatasetError
 
     return (ConfigError, ModelLoadError, DatasetError, ChatTemplateError, UnknownNameError,
-            EnvPluginError, UsageError, CheckpointError, RunDirLocked, ReportError)
+            EnvPluginError, UsageError, CheckpointError, RunDirLocked, ReportError, RecipeError)
 
 
 # ---------------------------------------------------------------------- commands
@@ -260,6 +270,51 @@ def cmd_compare(args: argparse.Namespace) -> int:
     path = write_compare(result, Path(args.output))
     print(f"\ncompare page: {path}")
     return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import fnmatch
+
+    from turnrl.sweep import load_recipe, plan_runs, read_records, run_sweep, write_results
+    from turnrl.train.meta import code_commit
+
+    recipe = load_recipe(args.recipe)
+    runs = plan_runs(recipe, list(args.items))
+    order = list(dict.fromkeys(run.cell.name for run in runs))
+    if args.seeds is not None:
+        runs = [run for run in runs if run.seed in args.seeds]
+    if args.cells:
+        runs = [run for run in runs if any(fnmatch.fnmatch(run.cell.name, pattern)
+                                           for pattern in args.cells)]
+    out = Path(args.out or Path("sweeps") / recipe.name)
+    results = Path(args.results or (recipe.path.parent / recipe.results if recipe.results
+                                    else out))
+    if args.dry_run:
+        for run in runs:
+            shared = f"  (SFT start {run.sft_key})" if run.sft_key else ""
+            print(f"{run.name}: {' '.join(run.overrides)}{shared}")
+        print(f"{len(runs)} runs; records in {results / 'records'}, run dirs in {out / 'runs'}")
+        return 0
+    outcome = None
+    if not args.summary_only:
+        commit, dirty = code_commit()
+        git = f"{commit}{'+changes' if dirty else ''}" if commit else None
+        outcome = run_sweep(recipe, runs, out=out, results=results,
+                            jobs=args.jobs or recipe.jobs, git=git)
+    records = read_records(results)
+    if records:
+        table = write_results(records, results, order=order, metric=recipe.metric,
+                              header=recipe.describe(), target=recipe.target,
+                              curve_x=recipe.curve_x, title=recipe.claim or recipe.name)
+        print(table.read_text(encoding="utf-8"))
+        print(f"results: {table} ({len(records)} runs)")
+    if outcome is None:
+        return 0
+    for name, why in outcome.failed.items():
+        print(f"failed: {name}: {why}", file=sys.stderr)
+    if outcome.interrupted:
+        return 130
+    return 1 if outcome.failed else 0
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -552,6 +607,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="compare.html",
                    help="the HTML file (default compare.html)")
     p.set_defaults(fn=cmd_compare)
+
+    p = add("sweep", help="run a recipe: a grid of overrides x seeds, with statistics",
+            description="Run every cell of a recipe (recipes/*.yaml: a base config, arms and "
+            "a grid of config values) on every seed, as turnrl processes, at most --jobs at "
+            "once. Runs that differ only after SFT share its start. Resumable: a run with a "
+            "record is done, an unfinished one continues from its checkpoint. Writes "
+            "results.md/.json/.png: per cell the held-out score after SFT and after RL (IQM "
+            "and mean with stratified-bootstrap 95%% intervals, rliable), the gain, and the "
+            "probability of improvement of each pair. key=value overrides apply to every run.")
+    p.add_argument("recipe", metavar="RECIPE", help="the recipe file, e.g. recipes/credit.yaml")
+    p.add_argument("items", nargs="*", metavar="key=value",
+                   help="overrides for every run (part of each run's identity)")
+    p.add_argument("--jobs", type=int, help="most runs at once (default: the recipe's jobs)")
+    p.add_argument("--out", help="run directories and logs (default sweeps/<recipe name>)")
+    p.add_argument("--results", help="records and the table (default: the recipe's results, "
+                   "else the --out directory)")
+    p.add_argument("--seeds", type=seed_list, metavar="S[,S...]",
+                   help="only these seeds, e.g. 0,1")
+    p.add_argument("--cell", action="append", dest="cells", metavar="PATTERN",
+                   help="only the cells whose names match (a shell pattern such as 'dense*'; "
+                   "repeat for more)")
+    p.add_argument("--dry-run", action="store_true", help="list the runs and exit")
+    p.add_argument("--summary-only", action="store_true",
+                   help="re-write the table from the records; run nothing")
+    p.set_defaults(fn=cmd_sweep)
 
     p = add("envs", help="list registered environments")
     p.set_defaults(fn=cmd_envs)

@@ -31,7 +31,8 @@ from turnrl.report import figures
 from turnrl.report.page import render, write_page
 from turnrl.report.runs import ReportError, RunRecord, config_value, load_run
 
-__all__ = ["Comparison", "compare", "final_score", "markdown", "write_compare"]
+__all__ = ["Comparison", "ScoreStats", "compare", "final_score", "iqm_band", "markdown",
+           "score_stats", "write_compare"]
 
 REPS = 2000  # bootstrap replications
 CURVE_POINTS = 60  # most x positions of a learning curve's band
@@ -107,37 +108,99 @@ def _score_matrix(group: str, runs: list[RunRecord], scores: dict[str, float],
     return np.array([by_task[task] for task in tasks], dtype=float).T  # (runs, tasks)
 
 
+def iqm_band(name: str, series: list[dict[int, float]], reps: int = 1000
+             ) -> dict[str, list[float]] | None:
+    """The IQM over runs of one metric at the steps every run logged (each run a
+    ``{step: value}``), with a stratified-bootstrap 95% band (runs resampled at each step);
+    ``{"x", "y", "lo", "hi"}``, or None when the runs share no step. At most
+    ``CURVE_POINTS`` steps (evenly strided, the last one kept)."""
+    library, metrics = _rliable()
+    common = sorted(set.intersection(*(set(s) for s in series))) if series else []
+    if not common:
+        return None
+    stride = max(1, -(-len(common) // CURVE_POINTS))
+    steps = common[::stride] if common[-1] in common[::stride] else [*common[::stride],
+                                                                     common[-1]]
+    scores = np.array([[s[step] for step in steps] for s in series],
+                      dtype=float)[:, None, :]  # (runs, 1 task, steps)
+    with _seeded(1) as state:
+        point, interval = library.get_interval_estimates(
+            {name: scores}, lambda x: np.array([metrics.aggregate_iqm(x[..., t])
+                                                 for t in range(x.shape[-1])]),
+            reps=reps, random_state=state)
+    return {"x": steps, "y": point[name].tolist(), "lo": interval[name][0].tolist(),
+            "hi": interval[name][1].tolist()}
+
+
 def _curves(grouped: dict[str, list[RunRecord]], metric: str, reps: int
             ) -> dict[str, dict[str, list[float]]]:
-    """Each group's IQM over its runs of ``metric`` (train rows) at the steps all its runs
-    logged, with a stratified-bootstrap band (runs resampled at each step)."""
-    library, metrics = _rliable()
+    """Each group's :func:`iqm_band` of ``metric`` (its runs' train rows)."""
     out = {}
     for name, runs in grouped.items():
-        series = [{row["step"]: row[metric] for row in run.phase("train") if metric in row}
-                  for run in runs]
-        common = sorted(set.intersection(*(set(s) for s in series))) if series else []
-        if not common:
-            continue
-        stride = max(1, -(-len(common) // CURVE_POINTS))
-        steps = common[::stride] if common[-1] in common[::stride] else [
-            *common[::stride], common[-1]]
-        matrix = np.array([[s[step] for step in steps] for s in series], dtype=float)
-        scores = matrix[:, None, :]  # (runs, 1 task, steps)
-        with _seeded(1) as state:
-            point, interval = library.get_interval_estimates(
-                {name: scores}, lambda x: np.array([metrics.aggregate_iqm(x[..., t])
-                                                     for t in range(x.shape[-1])]),
-                reps=reps, random_state=state)
-        out[name] = {"x": steps, "y": point[name].tolist(), "lo": interval[name][0].tolist(),
-                     "hi": interval[name][1].tolist()}
+        band = iqm_band(name, [{row["step"]: row[metric] for row in run.phase("train")
+                                if metric in row} for run in runs], reps)
+        if band is not None:
+            out[name] = band
     return out
+
+
+@dataclass
+class ScoreStats:
+    """rliable's aggregates of groups' score matrices (each ``(runs, tasks)``): (point, lo,
+    hi) of the IQM and the mean, ``P(X > Y)`` of each ordered pair, performance profiles
+    (the fraction of runs above each τ in ``taus``: point, lo, hi)."""
+
+    iqm: dict[str, tuple[float, float, float]]
+    mean: dict[str, tuple[float, float, float]]
+    improvement: dict[tuple[str, str], tuple[float, float, float]]
+    taus: list[float]
+    profiles: dict[str, tuple[list[float], list[float], list[float]]]
+
+
+def score_stats(matrices: dict[str, np.ndarray], reps: int = REPS, *,
+                pairs: bool = True) -> ScoreStats:
+    """IQM, mean, probability of improvement (of every ordered pair; none when ``pairs`` is
+    False) and profiles of ``matrices`` (group → ``(runs, tasks)`` scores), with
+    stratified-bootstrap 95% intervals, seeded."""
+    library, metrics = _rliable()
+    names = sorted(matrices)
+
+    def aggregates(x: np.ndarray) -> np.ndarray:
+        return np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x)])
+
+    with _seeded(0) as state:
+        point, interval = library.get_interval_estimates(matrices, aggregates, reps=reps,
+                                                         random_state=state)
+    iqm = {n: (float(point[n][0]), float(interval[n][0][0]), float(interval[n][1][0]))
+           for n in names}
+    mean = {n: (float(point[n][1]), float(interval[n][0][1]), float(interval[n][1][1]))
+            for n in names}
+    improvement = {}
+    ordered = {f"{a}\x00{b}": (matrices[a], matrices[b])
+               for a in names for b in names if a != b and pairs}
+    if ordered:
+        with _seeded(0) as state:
+            p_point, p_interval = library.get_interval_estimates(
+                ordered, metrics.probability_of_improvement, reps=reps, random_state=state)
+        for key in ordered:
+            a, b = key.split("\x00")
+            low, high = np.ravel(p_interval[key])
+            improvement[(a, b)] = (float(p_point[key]), float(low), float(high))
+    every = np.concatenate([m.ravel() for m in matrices.values()])
+    low, high = float(every.min()), float(every.max())
+    taus = np.linspace(low, high if high > low else low + 1.0, 41)
+    with _seeded(0) as state:
+        p_point, p_interval = library.get_interval_estimates(
+            matrices, lambda x: library.score_distributions(x, taus), reps=reps,
+            random_state=state)
+    profiles = {n: (p_point[n].tolist(), p_interval[n][0].tolist(), p_interval[n][1].tolist())
+                for n in names}
+    return ScoreStats(iqm, mean, improvement, taus.tolist(), profiles)
 
 
 def compare(paths: list[Path], *, by: str = "algo.preset", metric: str = "success",
             curve_metric: str = "rollout/success", reps: int = REPS) -> Comparison:
     """Group the runs at ``paths`` by the config key ``by`` and compute the statistics."""
-    library, metrics = _rliable()
     runs = [load_run(path) for path in paths]
     grouped: dict[str, list[RunRecord]] = {}
     scores: dict[str, float] = {}
@@ -155,39 +218,10 @@ def compare(paths: list[Path], *, by: str = "algo.preset", metric: str = "succes
     tasks = sorted({str(config_value(run, "env.id")) for g in grouped.values() for run in g})
     names = sorted(grouped)
     matrices = {name: _score_matrix(name, grouped[name], scores, tasks) for name in names}
-
-    def aggregates(x: np.ndarray) -> np.ndarray:
-        return np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x)])
-
-    with _seeded(0) as state:
-        point, interval = library.get_interval_estimates(matrices, aggregates, reps=reps,
-                                                         random_state=state)
-    iqm = {n: (float(point[n][0]), float(interval[n][0][0]), float(interval[n][1][0]))
-           for n in names}
-    mean = {n: (float(point[n][1]), float(interval[n][0][1]), float(interval[n][1][1]))
-            for n in names}
-    improvement = {}
-    pairs = {f"{a}\x00{b}": (matrices[a], matrices[b]) for a in names for b in names if a != b}
-    if pairs:
-        with _seeded(0) as state:
-            p_point, p_interval = library.get_interval_estimates(
-                pairs, metrics.probability_of_improvement, reps=reps, random_state=state)
-        for key in pairs:
-            a, b = key.split("\x00")
-            low, high = np.ravel(p_interval[key])
-            improvement[(a, b)] = (float(p_point[key]), float(low), float(high))
-    every = np.concatenate([m.ravel() for m in matrices.values()])
-    low, high = float(every.min()), float(every.max())
-    taus = np.linspace(low, high if high > low else low + 1.0, 41)
-    with _seeded(0) as state:
-        p_point, p_interval = library.get_interval_estimates(
-            matrices, lambda x: library.score_distributions(x, taus), reps=reps,
-            random_state=state)
-    profiles = {n: (p_point[n].tolist(), p_interval[n][0].tolist(), p_interval[n][1].tolist())
-                for n in names}
+    stats = score_stats(matrices, reps)
     return Comparison(by, metric, curve_metric, names, tasks,
-                      {n: [run.name for run in grouped[n]] for n in names}, matrices, iqm,
-                      mean, improvement, taus.tolist(), profiles,
+                      {n: [run.name for run in grouped[n]] for n in names}, matrices,
+                      stats.iqm, stats.mean, stats.improvement, stats.taus, stats.profiles,
                       _curves(grouped, curve_metric, min(reps, 1000)), skipped, reps)
 
 

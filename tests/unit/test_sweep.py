@@ -1,0 +1,158 @@
+"""``turnrl sweep``'s recipe, plan, resume checks and results table (no model runs here;
+tests/smoke/test_sweep_run.py runs a real one)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from turnrl.cli import main
+from turnrl.sweep import RecipeError, load_recipe, plan_runs, run_sweep
+from turnrl.sweep.recipe import cells
+from turnrl.sweep.results import summarize, time_to_target, write_results
+
+
+def recipe_file(tmp_path: Path, text: str, name: str = "claim.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_cells_are_arms_times_grid_with_short_names_and_overrides_in_order(tmp_path):
+    recipe = load_recipe(recipe_file(tmp_path, """
+arms: {sparse: [], dense: ['env.kwargs={progress_reward: 0.1}']}
+grid: {algo.preset: [grpo, rloo], train.lr: [1.0e-4]}
+"""))
+    found = cells(recipe)
+    assert [c.name for c in found] == [
+        "sparse preset=grpo lr=0.0001", "sparse preset=rloo lr=0.0001",
+        "dense preset=grpo lr=0.0001", "dense preset=rloo lr=0.0001"]
+    assert found[2].overrides == ("env.kwargs={progress_reward: 0.1}", "algo.preset=grpo",
+                                  "train.lr=0.0001")
+    assert found[2].slug == "dense_preset=grpo_lr=0.0001"
+
+
+def test_keys_that_end_alike_keep_their_full_names(tmp_path):
+    recipe = load_recipe(recipe_file(tmp_path, "grid: {train.lr: [1], sft.lr: [2]}"))
+    assert cells(recipe)[0].name == "train.lr=1 sft.lr=2"
+
+
+def test_runs_share_an_sft_start_only_when_sft_and_its_evaluation_agree(tmp_path):
+    recipe = load_recipe(recipe_file(tmp_path, """
+seeds: [0, 1]
+grid: {algo.preset: [grpo, rloo], sft.episodes: [100, 200]}
+"""))
+    runs = plan_runs(recipe)
+    assert len(runs) == 8 and len({r.name for r in runs}) == 8
+    key = {(r.cell.name, r.seed): r.sft_key for r in runs}
+    # the preset is read after SFT: shared; the SFT data and the seed are not
+    assert key[("preset=grpo episodes=100", 0)] == \
+        key[("preset=rloo episodes=100", 0)]
+    assert key[("preset=grpo episodes=100", 0)] != key[("preset=grpo episodes=200", 0)]
+    assert key[("preset=grpo episodes=100", 0)] != key[("preset=grpo episodes=100", 1)]
+    assert runs[0].overrides[-1] == "run.seed=0"
+
+
+def test_no_sharing_when_sft_is_off_or_the_recipe_says_so(tmp_path):
+    off = load_recipe(recipe_file(tmp_path, "seeds: 1\noverrides: [sft.enabled=false]"))
+    assert plan_runs(off)[0].sft_key is None
+    unshared = load_recipe(recipe_file(tmp_path, "seeds: 1\nshare_sft: false", "b.yaml"))
+    assert plan_runs(unshared)[0].sft_key is None
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("seeds: 5\ngird: {algo.preset: [grpo]}", "gird: Extra inputs are not permitted"),
+    ("overrides: [train.steps]", "'train.steps' is not a key=value override"),
+    ("overrides: [run.seed=3]", "run.seed is set by the sweep; list the seeds under seeds:"),
+    ("seeds: 0", "seeds: must be a positive count"),
+    ("seeds: [1, 1]", "must list distinct seeds"),
+    ("grid: {algo.preset: []}", "algo.preset: give at least one value"),
+    ("config: nowhere.yaml", "config: 'nowhere.yaml' is neither at"),
+    ("- a list", "a recipe is a YAML mapping"),
+    ("name: 'a b'", "name: 'a b' names a directory"),
+])
+def test_recipe_mistakes_name_the_file_and_key(tmp_path, text, expected):
+    path = recipe_file(tmp_path, text)
+    with pytest.raises(RecipeError) as error:
+        load_recipe(path)
+    assert str(path) in str(error.value) and expected in str(error.value)
+
+
+def test_a_bad_override_fails_before_anything_runs_and_names_the_cell(tmp_path, capsys):
+    path = recipe_file(tmp_path, "seeds: 1\ngrid: {train.group_size: [4, 0]}")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "cell 'group_size=0', seed 0" in err and "train.group_size" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_dry_run_lists_every_run_with_its_overrides(tmp_path, capsys):
+    path = recipe_file(tmp_path, "seeds: 2\ngrid: {algo.preset: [grpo, rloo]}")
+    assert main(["sweep", str(path), "--dry-run", "--cell", "*rloo", "train.steps=3"]) == 0
+    out = capsys.readouterr().out
+    assert "preset=rloo-s1: train.steps=3 algo.preset=rloo run.seed=1" in out
+    assert "grpo" not in out and "2 runs" in out
+
+
+def record(cell: str, seed: int, before: float, after: float, overrides=()) -> dict:
+    curve = {"step": [1, 2, 3, 4], "time": [10.0, 20.0, 30.0, 40.0],
+             "episodes": [8.0, 16.0, 24.0, 32.0], "success": [0.1, 0.5, 0.6, 0.7],
+             "reward": [0.1, 0.5, 0.6, 0.7]}
+    return {"cell": cell, "seed": seed, "overrides": list(overrides), "run_dir": "x",
+            "before": {"success": before}, "after": {"success": after}, "wall_time_s": 50.0,
+            "sft_wall_time_s": 5.0, "curve": curve, "evals": {}, "alarms": [], "git": None}
+
+
+def test_a_record_made_with_other_overrides_stops_the_sweep_and_says_so(tmp_path):
+    path = recipe_file(tmp_path, "seeds: 1\noverrides: [train.steps=3]")
+    recipe = load_recipe(path)
+    runs = plan_runs(recipe)
+    folder = tmp_path / "res" / "records"
+    folder.mkdir(parents=True)
+    (folder / f"{runs[0].name}.json").write_text(json.dumps(
+        record("base", 0, 0.1, 0.2, ["train.steps=5", "run.seed=0"])))
+    with pytest.raises(RecipeError, match="base-s0 was made with different overrides"):
+        run_sweep(recipe, runs, out=tmp_path / "out", results=tmp_path / "res", jobs=1,
+                  git=None)
+
+
+def test_time_to_target_reads_the_moving_average():
+    curve = record("a", 0, 0, 0)["curve"]
+    assert time_to_target(curve, 0.39) == (24.0, 30.0)  # (0.1 + 0.5 + 0.6) / 3 = 0.4
+    assert time_to_target(curve, 0.59) == (32.0, 40.0)  # (0.5 + 0.6 + 0.7) / 3
+    assert time_to_target(curve, 0.61) is None
+
+
+def test_summary_gain_wins_and_improvement():
+    records = {f"{c}-s{s}": record(c, s, 0.2, after)
+               for c, afters in {"good": [0.5, 0.6, 0.55, 0.7, 0.65],
+                                 "flat": [0.2, 0.19, 0.21, 0.2, 0.18]}.items()
+               for s, after in enumerate(afters)}
+    summary = summarize(records, order=["good", "flat"], metric="success", target=0.5)
+    good, flat = summary["cells"]
+    assert good["cell"] == "good" and good["wins"] == 5 and flat["wins"] == 1
+    point, low, high = good["gain"]
+    assert point == pytest.approx(0.4) and low > 0.3 and high < 0.5
+    assert flat["gain"][1] < 0 < flat["gain"][2]  # an interval across zero
+    assert good["iqm"][0] == pytest.approx(np.mean([0.55, 0.6, 0.65]), abs=1e-9)
+    assert summary["improvement"]["good > flat"][0] == 1.0
+    assert summary["improvement"]["flat > good"][0] == 0.0
+    # moving averages 0.4, 0.6: the target 0.5 is reached at step 4
+    assert good["target"] == {"reached": 5, "episodes": [32.0] * 5, "seconds": [40.0] * 5}
+
+
+def test_results_files(tmp_path):
+    records = {f"{c}-s{s}": record(c, s, 0.1, 0.1 + 0.1 * s + (c == "b") * 0.3)
+               for c in ("a", "b") for s in range(3)}
+    path = write_results(records, tmp_path, order=["b", "a"], metric="success",
+                         header=["# t"], title="t")
+    text = path.read_text()
+    assert text.startswith("# t\n")
+    rows = [line for line in text.splitlines() if line.startswith("| b |")]
+    assert rows[0].startswith("| b | 3 | 0.100 | 0.500 [")  # the order given, IQM of 3 = mid
+    assert "- a: s0: 0.100 → 0.100, s1: 0.100 → 0.200, s2: 0.100 → 0.300" in text
+    assert (tmp_path / "results.png").stat().st_size > 10_000
+    assert json.loads((tmp_path / "results.json").read_text())["cells"][0]["wins"] == 3
