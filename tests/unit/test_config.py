@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -476,3 +477,35 @@ def validate_env(cfg: Config) -> None:
     from turnrl.config.checks import check_env_kwargs
 
     check_env_kwargs(cfg)
+
+
+def test_rollout_max_turns_is_a_cap_or_a_curriculum():
+    from turnrl.config import load_config
+
+    assert load_config(None).rollout.turn_cap(5) is None
+    assert load_config(None, ["rollout.max_turns=4"]).rollout.turn_cap(99) == 4
+    rollout = load_config(None, ["rollout.max_turns=[[0, 4], [10, 8], [20, 16]]"]).rollout
+    assert [rollout.turn_cap(s) for s in (0, 9, 10, 19, 20, 500)] == [4, 4, 8, 8, 16, 16]
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("0", "must be >= 1"),
+    ("[[1, 4]]", "steps increasing from 0"),
+    ("[[0, 4], [5, 8], [5, 9]]", "steps increasing from 0"),
+    ("[[0, 0]]", "every cap must be >= 1"),
+])
+def test_bad_rollout_max_turns_says_what_it_takes(value, expected):
+    from turnrl.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=re.escape(expected)) as error:
+        load_config(None, [f"rollout.max_turns={value}"])
+    assert "rollout.max_turns" in str(error.value)
+
+
+def test_a_curriculum_needs_the_local_backend():
+    from turnrl.config import ConfigError, load_config
+    from turnrl.config.checks import check_distributed
+
+    cfg = load_config(None, ["rollout.max_turns=[[0, 4], [10, 8]]", "distributed.backend=ray"])
+    with pytest.raises(ConfigError, match=re.escape("needs distributed.backend=none")):
+        check_distributed(cfg)

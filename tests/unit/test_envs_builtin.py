@@ -353,3 +353,27 @@ def test_sample_action_uses_the_callers_rng():
     replies = {int(sum_env.sample_action(random.Random(s))) for s in range(100)}
     assert replies <= set(range(answer - 5, answer + 6)) and answer in replies
     assert lake_env.sample_action(random.Random(1)) == lake_env.sample_action(random.Random(1))
+
+
+def test_frozenlake_progress_reward_is_potential_based_shaping():
+    env = FrozenLake(progress_reward=0.1)
+    env.reset(options={"map": ["A..", ".H.", "..G"]})
+    assert env.step("left").reward == 0.0  # bumped the edge: no progress
+    assert env.step("right").reward == pytest.approx(0.1)  # 4 -> 3 moves to G
+    assert env.step("left").reward == pytest.approx(-0.1)  # back: 3 -> 4
+    assert env.step("jump").reward == 0.0  # invalid
+    rewards = [env.step(move).reward for move in ("right", "right", "down", "down")]
+    assert rewards == pytest.approx([0.1, 0.1, 0.1, 1.1])  # the goal: 1 + the last step
+    env.reset(options={"map": ["A..", "H..", "..G"]})
+    result = env.step("down")
+    assert result.terminated and result.reward == 0.0 and not result.info["success"]
+    assert env.spec.reward_range == (-0.1, 1.1)
+    sparse = FrozenLake()
+    sparse.reset(options={"map": ["A..", ".H.", "..G"]})
+    assert sparse.step("right").reward == 0.0
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, True])
+def test_frozenlake_progress_reward_bounds(bad):
+    with pytest.raises(ValueError, match="progress_reward must be in"):
+        FrozenLake(progress_reward=bad)

@@ -74,6 +74,21 @@ def test_turn_rewards_and_truncation_at_max_turns(tokenizer) -> None:
     assert t.messages[-1]["role"] == "user"  # the final observation is in the transcript
 
 
+def test_a_turn_cap_below_the_envs_truncates_and_one_above_it_changes_nothing(tokenizer):
+    engine = ScriptedEngine(tokenizer, lambda text: "up")
+    capped = Runner(engine, tokenizer, PARAMS, max_turns=3)
+    (t,) = capped.collect(lambda: envs.make("frozenlake-v0", max_turns=8), [0], 1)
+    assert t.num_turns == 3 and t.truncated and not t.terminated
+    above = Runner(engine, tokenizer, PARAMS, max_turns=50)
+    (t,) = above.collect(lambda: envs.make("frozenlake-v0", max_turns=8), [0], 1)
+    assert t.num_turns == 8 and t.truncated
+    # an episode that ends on its own before the cap is not truncated
+    solver = ScriptedEngine(tokenizer, solve_last_question)
+    (t,) = Runner(solver, tokenizer, PARAMS, max_turns=1).collect(
+        lambda: envs.make("arithmetic-v0"), [5], 1)
+    assert t.terminated and not t.truncated and t.success
+
+
 def test_invalid_actions_are_counted(tokenizer) -> None:
     runner = Runner(ScriptedEngine(tokenizer, lambda text: "fly"), tokenizer, PARAMS)
     (t,) = runner.collect(lambda: envs.make("frozenlake-v0"), [0], 1)

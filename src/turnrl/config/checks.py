@@ -61,6 +61,14 @@ def validate(cfg: Config) -> Validated:
     if cfg.agent.entry_point is not None:  # an agent program instead of an env
         from turnrl.agents.job import agent_spec, check_agent
 
+        for key, value in (("rollout.max_turns", cfg.rollout.max_turns),
+                           ("eval.max_turns", cfg.eval.max_turns)):
+            if value is not None:
+                where = cfg.origin_of(key)
+                raise ConfigError(f"{where + ': ' if where else ''}{key} caps the turns the "
+                                  "env runner plays; an agent program (agent.entry_point) "
+                                  "plays its own turns: unset it, or limit agent.max_calls")
+
         check_agent(cfg)
         env_spec = agent_spec(cfg)
     else:
@@ -226,6 +234,11 @@ def check_distributed(cfg: Config) -> None:
             raise ConfigError(f"{where + ': ' if where else ''}{', '.join(needs)} runs on Ray: "
                               "set distributed.backend=ray (and install turnrl[ray])")
         return
+    if isinstance(cfg.rollout.max_turns, list):
+        where = cfg.origin_of("rollout.max_turns")
+        raise ConfigError(f"{where + ': ' if where else ''}rollout.max_turns as a curriculum "
+                          "([[step, cap], ...]) needs distributed.backend=none: the Ray rollout "
+                          "workers take one fixed cap (give rollout.max_turns an integer)")
     if d.ray_address is None:  # the local instance this run will start: check it now
         from turnrl.distributed.rollout_cluster import check_resources
 

@@ -205,6 +205,10 @@ class EvalConfig(Section):
     )
     temperature: float = Field(1.0, ge=0, description="Sampling temperature; 0 = greedy.")
     before_training: bool = Field(True, description="Also evaluate before the first step.")
+    max_turns: int | None = Field(
+        None, ge=1, description="Cap on agent turns per held-out episode (None: the env's own "
+        "max_turns; the training cap rollout.max_turns does not apply here)."
+    )
 
     @model_validator(mode="after")
     def _check_pass_k(self) -> EvalConfig:

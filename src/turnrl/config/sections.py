@@ -294,6 +294,37 @@ class RolloutConfig(Section):
         None, gt=0, description="vllm: KV block size in tokens, the prefix cache's granularity "
         "(None: 32 on CPU, vLLM's default on GPU)."
     )
+    max_turns: int | list[tuple[int, int]] | None = Field(
+        None, description="Cap on agent turns per training episode, below the env's own "
+        "max_turns (an episode cut by it is truncated; None: the env's). A list of "
+        "[step, cap] pairs is a horizon curriculum: from RL step `step` on, the cap is `cap` "
+        "(the first pair at step 0), e.g. [[0, 4], [10, 8], [20, 16]]."
+    )
+
+    @field_validator("max_turns")
+    @classmethod
+    def _check_max_turns(cls, value: int | list[tuple[int, int]] | None
+                         ) -> int | list[tuple[int, int]] | None:
+        if value is None:
+            return None
+        if isinstance(value, int):
+            if value < 1:
+                raise ValueError(f"must be >= 1 (or null: the env's own), got {value}")
+            return value
+        steps = [step for step, _ in value]
+        if not value or steps[0] != 0 or steps != sorted(set(steps)):
+            raise ValueError(f"a curriculum is [[step, cap], ...] with steps increasing from "
+                             f"0, e.g. [[0, 4], [10, 8]]; got {value}")
+        if any(cap < 1 for _, cap in value):
+            raise ValueError(f"every cap must be >= 1, got {value}")
+        return value
+
+    def turn_cap(self, step: int) -> int | None:
+        """The cap on agent turns of training episodes sampled at RL step ``step`` (0-based)
+        (None: the env's ``max_turns``)."""
+        if self.max_turns is None or isinstance(self.max_turns, int):
+            return self.max_turns
+        return [cap for start, cap in self.max_turns if start <= step][-1]
 
 
 class LogConfig(Section):

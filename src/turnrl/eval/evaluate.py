@@ -19,16 +19,38 @@ class EpisodeRunner(Protocol):
                 ) -> list[Trajectory]: ...
 
 
+def tool_use(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """How episodes used their tools (an env with tools, played by the env runner):
+
+    - ``tool_call_rate``: the fraction of episodes with at least one tool call;
+    - ``tool_calls``: mean tool calls per episode;
+    - ``valid_call_rate``: the fraction of tool calls that did not fail
+      (1 − Σ tool errors / Σ tool calls; 0 without any call);
+    - ``invalid_actions``: mean turns per episode the env could not parse.
+    """
+    counts = [t.counts for t in trajectories if t.counts is not None]
+    if not counts:
+        return {}
+    calls = sum(c.tool_calls for c in counts)
+    return {
+        "tool_call_rate": sum(c.tool_calls > 0 for c in counts) / len(counts),
+        "tool_calls": calls / len(counts),
+        "valid_call_rate": 1.0 - sum(c.tool_errors for c in counts) / calls if calls else 0.0,
+        "invalid_actions": sum(c.invalid_actions for c in counts) / len(counts),
+    }
+
+
 def evaluate(runner: EpisodeRunner, make_env: Callable[[], Env], seeds: Sequence[int], *,
              samples_per_task: int = 1, pass_k: Sequence[int] = (1,),
-             on_done: Callable[[], None] | None = None
+             on_done: Callable[[], None] | None = None, tools: bool = False
              ) -> tuple[dict[str, float], list[Trajectory]]:
     """Play ``samples_per_task`` episodes per seed; returns the summary and the episodes
     (``on_done`` is called as each episode ends: a progress display).
 
     Summary keys (see docs/metrics.md): ``success`` with its 95% interval
     ``success_lo``/``success_hi``, ``reward`` (+ interval), ``turns``, ``tokens``,
-    ``pass@k`` (+ interval) for each k, ``episodes`` and ``tasks``.
+    ``pass@k`` (+ interval) for each k, ``episodes`` and ``tasks``; with ``tools`` (the env
+    has tools) also :func:`tool_use`'s keys.
     """
     trajectories = runner.collect(make_env, seeds, samples_per_task, on_done=on_done)
     records = [  # an agent run of several segments counts once (its first segment)
@@ -36,4 +58,5 @@ def evaluate(runner: EpisodeRunner, make_env: Callable[[], Env], seeds: Sequence
          "reward": t.total_reward, "turns": t.num_turns, "tokens": t.num_sampled_tokens}
         for t in trajectories if not t.info.get("segment")
     ]
-    return summarize_episodes(records, pass_k=list(pass_k)), trajectories
+    summary = summarize_episodes(records, pass_k=list(pass_k))
+    return {**summary, **(tool_use(trajectories) if tools else {})}, trajectories

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,9 +158,10 @@ class ScoreStats:
 
 
 def score_stats(matrices: dict[str, np.ndarray], reps: int = REPS, *,
-                pairs: bool = True) -> ScoreStats:
-    """IQM, mean, probability of improvement (of every ordered pair; none when ``pairs`` is
-    False) and profiles of ``matrices`` (group → ``(runs, tasks)`` scores), with
+                pairs: bool | Sequence[tuple[str, str]] = True) -> ScoreStats:
+    """IQM, mean, probability of improvement ``P(X > Y)`` (of every ordered pair, of the
+    ``(X, Y)`` pairs listed, or none when ``pairs`` is False: each pair costs a bootstrap)
+    and profiles of ``matrices`` (group → ``(runs, tasks)`` scores), with
     stratified-bootstrap 95% intervals, seeded."""
     library, metrics = _rliable()
     names = sorted(matrices)
@@ -176,8 +177,9 @@ def score_stats(matrices: dict[str, np.ndarray], reps: int = REPS, *,
     mean = {n: (float(point[n][1]), float(interval[n][0][1]), float(interval[n][1][1]))
             for n in names}
     improvement = {}
-    ordered = {f"{a}\x00{b}": (matrices[a], matrices[b])
-               for a in names for b in names if a != b and pairs}
+    chosen = (pairs if not isinstance(pairs, bool) else
+              [(a, b) for a in names for b in names if a != b] if pairs else [])
+    ordered = {f"{a}\x00{b}": (matrices[a], matrices[b]) for a, b in chosen}
     if ordered:
         with _seeded(0) as state:
             p_point, p_interval = library.get_interval_estimates(

@@ -52,6 +52,9 @@ class Runner:
             task seed, the episode's index in its group, the turn), so the samples do not
             depend on the order in which episodes reach the engine (threads, timeouts).
             None leaves the seeding to the engine.
+        max_turns: a cap on agent turns below the env's ``spec.max_turns`` (an episode cut
+            by it is truncated); None plays up to the env's. A horizon curriculum changes
+            it between steps.
 
     Fault isolation: every env call goes through :class:`~turnrl.rollout.guard.EnvCalls`;
     an exception (or timeout, or a malformed ``StepResult``) in ``env.reset``, ``env.step``
@@ -65,8 +68,9 @@ class Runner:
     def __init__(self, engine: Engine, tokenizer: PreTrainedTokenizerBase,
                  params: SamplingParams, *, max_context_tokens: int = 2048,
                  offload_env_steps: bool = False, step_timeout_s: float | None = None,
-                 sampling_seed: int | None = None) -> None:
+                 sampling_seed: int | None = None, max_turns: int | None = None) -> None:
         self.engine = engine
+        self.max_turns = max_turns  # a cap below the env's max_turns (None: the env's)
         self.tokenizer = tokenizer
         self.params = params
         self.max_context_tokens = max_context_tokens
@@ -148,7 +152,8 @@ class Runner:
         answer_info: dict[str, Any] = {k: reset_info[k] for k in ANSWER_KEYS if k in reset_info}
         state_keys: list[int] = []
         versions: list[int] = []  # the engine's weight version of each sampled token
-        for turn in range(env.spec.max_turns):
+        limit = min(env.spec.max_turns, self.max_turns or env.spec.max_turns)
+        for turn in range(limit):
             if not self._open_turn(ledger, turn):
                 truncated, counts.context_overflow = True, 1
                 break
@@ -182,9 +187,7 @@ class Runner:
             answer_info.update({k: step_info[k] for k in ANSWER_KEYS if k in step_info})
             turn_rewards.append(float(result.reward))
             terminated = bool(result.terminated)
-            truncated = bool(result.truncated) or (
-                not terminated and turn == env.spec.max_turns - 1
-            )
+            truncated = bool(result.truncated) or (not terminated and turn == limit - 1)
             ledger.add_messages(result.observation, turn=turn, add_generation_prompt=False)
             if terminated or truncated:
                 break

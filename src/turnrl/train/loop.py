@@ -88,7 +88,7 @@ def train(cfg: Config, *, resume: Path | None = None,
         if run.resume_from is None:  # a fresh start: SFT warm start, then the evaluation before RL
             state.before = warm_start_and_evaluate(run, conversations)
         learner = build_learner(run, source=run.resume_from, reference=frozen_reference(run))
-        collector = build_collector(run, local_play(run))
+        collector = build_collector(run, local_play(run, lambda: state.step))
         controller = kl_controller(algo)
 
         def push_weights() -> None:
@@ -155,6 +155,8 @@ def train(cfg: Config, *, resume: Path | None = None,
                     **update, "loss/critic_warmup": float(warming_up), **advantage.metrics,
                     **engine_metrics,
                     **(out.worker_metrics(state.policy_version) if out else {}),
+                    **({"rollout/turn_cap": float(cap)} if (cap := cfg.rollout.turn_cap(step))
+                       is not None else {}),
                     "perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
                     "perf/tokens_per_s": float(tokens.attention_mask.sum()) / max(t2 - t0, 1e-9),
                 }, advance)

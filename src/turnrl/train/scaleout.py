@@ -87,7 +87,8 @@ def start(run: Run, *, version: int, cursor: int) -> ScaleOut | None:
     from turnrl.distributed.learner_group import LearnerGroup
     from turnrl.distributed.rollout_cluster import AsyncCollector, GroupStream, RayCluster
 
-    params, runner_kwargs = sampling(cfg, cfg.rollout.temperature)
+    # a fixed cap (a curriculum needs distributed.backend=none: config.checks says so)
+    params, runner_kwargs = sampling(cfg, cfg.rollout.temperature, cfg.rollout.turn_cap(0))
     cluster = RayCluster(
         d, policy=run.model.policy, tokenizer=run.model.tokenizer, make_env=run.make_env,
         params=params, runner_kwargs=runner_kwargs,

@@ -285,23 +285,28 @@ def _open(checked: Validated, run_dir: Path, rewards: CombinedReward | None,
                Progress(enabled=cfg.log.progress), resume_from, lock)
 
 
-def sampling(cfg: Config, temperature: float) -> tuple[SamplingParams, dict[str, Any]]:
-    """The sampling parameters of every agent turn and the runner's keyword arguments."""
+def sampling(cfg: Config, temperature: float, max_turns: int | None = None
+             ) -> tuple[SamplingParams, dict[str, Any]]:
+    """The sampling parameters of every agent turn and the runner's keyword arguments
+    (``max_turns``: the cap on agent turns, None for the env's own)."""
     r = cfg.rollout
     params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=temperature,
                             top_p=r.top_p)
     return params, {"max_context_tokens": r.max_context_tokens,
-                    "step_timeout_s": cfg.env.step_timeout_s, "sampling_seed": cfg.run.seed}
+                    "step_timeout_s": cfg.env.step_timeout_s, "sampling_seed": cfg.run.seed,
+                    "max_turns": max_turns}
 
 
 def runner(cfg: Config, model: Model, temperature: float, *,
-           evaluation: bool = False) -> Runner | AgentRunner:
-    """The runner of the run's episodes: the env runner, or an agent program's runner (on
-    its held-out tasks when ``evaluation``)."""
+           evaluation: bool = False, max_turns: int | None = None) -> Runner | AgentRunner:
+    """The runner of the run's episodes: the env runner (capped at ``max_turns`` agent
+    turns, or ``eval.max_turns`` when ``evaluation``), or an agent program's runner (on its
+    held-out tasks when ``evaluation``)."""
     if model.agent is not None:
         return model.agent.runner(model.engine, model.tokenizer, temperature,
                                   evaluation=evaluation)
-    params, kwargs = sampling(cfg, temperature)
+    cap = cfg.eval.max_turns if evaluation else max_turns
+    params, kwargs = sampling(cfg, temperature, cap)
     return Runner(model.engine, model.tokenizer, params, **kwargs)
 
 
@@ -314,7 +319,8 @@ def run_eval(cfg: Config, model: Model, make_env: Callable[[], Env], progress: P
     with progress.task(f"eval ({label})", e.episodes * e.samples_per_task) as advance:
         summary, episodes = evaluate(
             runner(cfg, model, e.temperature, evaluation=True), make_env, seeds,
-            samples_per_task=e.samples_per_task, pass_k=e.pass_k, on_done=lambda: advance(""))
+            samples_per_task=e.samples_per_task, pass_k=e.pass_k, on_done=lambda: advance(""),
+            tools=cfg.agent.entry_point is None and bool(envs.spec(cfg.env.id).tools))
     progress.note(f"eval ({label}): success {summary['success']:.3f} "
                   f"[{summary['success_lo']:.3f}, {summary['success_hi']:.3f}] over "
                   f"{summary['episodes']:.0f} episodes")
@@ -450,11 +456,14 @@ def build_collector(run: Run, play: Callable[[int, int], list[Trajectory]], *,
                      source=source, cursor=cursor)
 
 
-def local_play(run: Run) -> Callable[[int, int], list[Trajectory]]:
-    """Play groups in this process: group ``i`` has task seed ``env.train_seed_start + i``."""
+def local_play(run: Run, step: Callable[[], int] = lambda: 0
+               ) -> Callable[[int, int], list[Trajectory]]:
+    """Play groups in this process: group ``i`` has task seed ``env.train_seed_start + i``,
+    capped at ``rollout.max_turns`` of the current RL ``step()`` (a horizon curriculum)."""
     def play(first: int, n: int) -> list[Trajectory]:
         seeds = [run.cfg.env.train_seed_start + first + i for i in range(n)]
-        return runner(run.cfg, run.model, run.cfg.rollout.temperature).collect(
+        return runner(run.cfg, run.model, run.cfg.rollout.temperature,
+                      max_turns=run.cfg.rollout.turn_cap(step())).collect(
             run.make_env, seeds, run.cfg.train.group_size, first_group_id=first)
 
     return play

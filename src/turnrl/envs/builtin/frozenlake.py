@@ -23,6 +23,11 @@ probability ``hole_prob``, start top-left and goal bottom-right (random distinct
 that is not ``up``/``down``/``left``/``right`` (after strip and lower-casing) is answered
 with ``Invalid action. ...`` and the grid, reward 0, and uses up the turn. After
 ``max_turns`` turns without reaching G or a hole the episode is truncated.
+
+Dense reward (opt-in, ``progress_reward=c > 0``): each turn also earns ``c`` × the drop in the
+shortest-path distance to G (+c a step closer, −c a step away, 0 bumping an edge or falling
+in a hole), potential-based shaping that keeps the optimal policy; 0 (the default) is the
+sparse outcome-only reward.
 """
 
 from __future__ import annotations
@@ -68,18 +73,25 @@ class FrozenLake:
         hole_prob: float = 0.2,
         random_positions: bool = False,
         max_turns: int = 10,
+        progress_reward: float = 0.0,
     ) -> None:
         _validate(min_size, max_size, hole_prob, random_positions, max_turns)
+        if isinstance(progress_reward, bool) or not 0.0 <= progress_reward <= 1.0:
+            raise ValueError(f"frozenlake: progress_reward must be in [0, 1], got "
+                             f"{progress_reward!r}")
         self.min_size, self.max_size, self.hole_prob = min_size, max_size, hole_prob
         self.random_positions, self.max_turns = random_positions, max_turns
+        self.progress_reward = float(progress_reward)
         kwargs = {
             "min_size": min_size,
             "max_size": max_size,
             "hole_prob": hole_prob,
             "random_positions": random_positions,
             "max_turns": max_turns,
+            "progress_reward": self.progress_reward,
         }
-        self.spec = replace(SPEC, max_turns=max_turns, kwargs=kwargs)
+        self.spec = replace(SPEC, max_turns=max_turns, kwargs=kwargs,
+                            reward_range=(-self.progress_reward, 1.0 + self.progress_reward))
         self._rng: random.Random | None = None
         self._rows: tuple[str, ...] = ()  # the map without the agent: '.', 'H', 'G'
         self._agent: Cell = (0, 0)
@@ -116,9 +128,11 @@ class FrozenLake:
         self._turn += 1
         move = action.strip().lower()
         invalid = move not in MOVES
+        before = self._agent
         if not invalid:
             self._agent = self._moved(self._agent, move)
         cell = self._cell(self._agent)
+        progress = self._progress(before) if self.progress_reward else 0.0
         success = cell == "G"
         terminated = cell in "GH"
         truncated = not terminated and self._turn >= self.max_turns
@@ -129,7 +143,7 @@ class FrozenLake:
             text = (INVALID if invalid else "") + self.render()
         return StepResult(
             observation=[{"role": "user", "content": text}],
-            reward=1.0 if success else 0.0,
+            reward=(1.0 if success else 0.0) + progress,
             terminated=terminated,
             truncated=truncated,
             info={"success": success, "invalid_action": invalid},
@@ -191,6 +205,15 @@ class FrozenLake:
         if 0 <= row < len(self._rows) and 0 <= col < len(self._rows[0]):
             return row, col
         return cell  # bumped into the edge: stay
+
+    def _progress(self, before: Cell) -> float:
+        """The dense reward of a move from ``before``: ``progress_reward`` × the drop in the
+        shortest-path distance to G (potential-based shaping, Ng et al. 1999, with
+        Φ = −distance: it leaves the optimal policy unchanged); 0 for a fall into a hole."""
+        distances = self._distances_to_goal()
+        if self._cell(self._agent) == "H" or before not in distances:
+            return 0.0
+        return self.progress_reward * (distances[before] - distances[self._agent])
 
     def _distances_to_goal(self) -> dict[Cell, int]:
         return shortest_distances(self._rows)
