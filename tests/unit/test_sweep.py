@@ -56,6 +56,18 @@ grid: {algo.preset: [grpo, rloo], sft.episodes: [100, 200]}
     assert runs[0].overrides[-1] == "run.seed=0"
 
 
+def test_the_training_turn_cap_and_temperature_do_not_split_sft_starts(tmp_path):
+    recipe = load_recipe(recipe_file(tmp_path, """
+seeds: 1
+arms: {fixed: [rollout.max_turns=10], curriculum: ["rollout.max_turns=[[0, 4], [5, 10]]",
+                                                  rollout.temperature=0.8]}
+grid: {rollout.max_new_tokens: [8, 16]}
+"""))
+    key = {r.cell.name: r.sft_key for r in plan_runs(recipe)}
+    assert key["fixed max_new_tokens=8"] == key["curriculum max_new_tokens=8"]
+    assert key["fixed max_new_tokens=8"] != key["fixed max_new_tokens=16"]  # eval reads it
+
+
 def test_no_sharing_when_sft_is_off_or_the_recipe_says_so(tmp_path):
     off = load_recipe(recipe_file(tmp_path, "seeds: 1\noverrides: [sft.enabled=false]"))
     assert plan_runs(off)[0].sft_key is None

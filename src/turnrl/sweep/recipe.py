@@ -21,8 +21,8 @@ of config values and named arms, and the seeds; expanded into the runs of the sw
 A *cell* is one arm with one value of every grid key (``dense preset=rloo``); each cell runs
 once per seed. The overrides of a run are, in order: the recipe's ``overrides``, the
 command line's, the arm's, the grid's, then ``run.seed``. Runs whose resolved configs agree
-on everything SFT and the evaluation before RL read (:data:`SFT_SECTIONS`, ``run.seed``)
-share one SFT start when ``share_sft`` is on.
+on everything SFT and the evaluation before RL read (:data:`SFT_SECTIONS` but for
+:data:`RL_ONLY_ROLLOUT`, and ``run.seed``) share one SFT start when ``share_sft`` is on.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ __all__ = ["Cell", "PlannedRun", "Recipe", "RecipeError", "load_recipe", "plan_r
 
 # the config sections SFT and the evaluation before RL read (with run.seed)
 SFT_SECTIONS = ("model", "env", "agent", "sft", "rollout", "eval", "reward")
+RL_ONLY_ROLLOUT = ("temperature", "max_turns")
 
 
 class RecipeError(ValueError):
@@ -238,6 +239,8 @@ def sft_key(resolved: dict[str, Any]) -> str | None:
     if not resolved["sft"]["enabled"]:
         return None
     part = {section: resolved[section] for section in SFT_SECTIONS}
+    # read by RL's sampling only (the evaluation has its own temperature and turn cap)
+    part["rollout"] = {k: v for k, v in part["rollout"].items() if k not in RL_ONLY_ROLLOUT}
     part["seed"] = resolved["run"]["seed"]
     part["device"] = resolved["run"]["device"]
     text = json.dumps(part, sort_keys=True, default=str)
