@@ -168,3 +168,32 @@ def test_results_files(tmp_path):
     assert "- a: s0: 0.100 → 0.100, s1: 0.100 → 0.200, s2: 0.100 → 0.300" in text
     assert (tmp_path / "results.png").stat().st_size > 10_000
     assert json.loads((tmp_path / "results.json").read_text())["cells"][0]["wins"] == 3
+
+
+def test_sigterm_stops_the_running_processes_with_sigint_and_says_interrupted(
+        tmp_path, monkeypatch):
+    """What Ctrl-C or SIGTERM does to a sweep: every running process gets SIGINT (a turnrl
+    run saves a checkpoint and exits 130), the sweep waits for them and reports it."""
+    import os
+    import signal
+    import sys
+    import threading
+
+    from turnrl.sweep import runner
+
+    marker = tmp_path / "got-sigint"
+    child = (f"import signal, sys, time\n"
+             f"def stop(*a):\n    open({str(marker)!r}, 'w').close()\n    sys.exit(130)\n"
+             f"signal.signal(signal.SIGINT, stop)\ntime.sleep(60)\n")
+    monkeypatch.setattr(runner, "_turnrl", lambda *args: [sys.executable, "-c", child])
+    recipe = load_recipe(recipe_file(tmp_path, "seeds: 2\nshare_sft: false"))
+    before = signal.getsignal(signal.SIGTERM)
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        outcome = run_sweep(recipe, plan_runs(recipe), out=tmp_path / "out",
+                            results=tmp_path / "res", jobs=2, git=None)
+    finally:
+        timer.cancel()
+    assert outcome.interrupted and outcome.ran == [] and marker.is_file()
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler was put back

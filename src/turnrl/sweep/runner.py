@@ -102,11 +102,16 @@ class _Sweep:
         for run in runs:
             if run.name in self.records:
                 _check_record(recipe, run, self.records[run.name])
-        pending = [run for run in runs if run.name not in self.records]
-        for run in pending:  # one SFT task per key, before the runs that need it
-            if run.sft_key is not None and run.sft_key not in {t.name for t in self.tasks}:
-                self._add_sft(run)
+        # seed by seed (every cell's seed 0 first), so results arrive for every cell at once;
+        # an SFT task goes just before the first run that needs it, and a free slot takes the
+        # first task that is ready: runs whose start is done go before later seeds' SFT
+        order = {name: i for i, name in enumerate(dict.fromkeys(r.cell.name for r in runs))}
+        pending = sorted((run for run in runs if run.name not in self.records),
+                         key=lambda run: (run.seed, order[run.cell.name]))
         for run in pending:
+            if run.sft_key is not None and run.sft_key not in self.sft_before and \
+                    run.sft_key not in {t.name for t in self.tasks}:
+                self._add_sft(run)
             self._add_run(run)
 
     def _config_args(self) -> list[str]:
@@ -198,6 +203,11 @@ class _Sweep:
         finished: set[str] = set(self.sft_before)
         outcome = SweepOutcome(done=len(self.records), ran=[], failed={})
         total = outcome.done + sum(not task.is_sft for task in self.tasks)
+
+        def terminate(signum: int, frame: object) -> None:
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, terminate)
         try:
             while pending or running:
                 for task in list(pending):
@@ -237,6 +247,8 @@ class _Sweep:
                   "resumes", flush=True)
             self._stop(running)
             outcome.interrupted = True
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         return outcome
 
 
