@@ -31,6 +31,7 @@ import hashlib
 import itertools
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -247,7 +248,7 @@ def sft_key(resolved: dict[str, Any]) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-def plan_runs(recipe: Recipe, extra: list[str] = ()) -> list[PlannedRun]:
+def plan_runs(recipe: Recipe, extra: Sequence[str] = ()) -> list[PlannedRun]:
     """Every run of the recipe (cells × seeds), each config loaded and validated now, so a
     bad override fails before anything runs."""
     from turnrl.cli import default_config_path

@@ -199,7 +199,7 @@ class _Sweep:
                 task.process.wait()
 
     def run(self) -> SweepOutcome:
-        pending, running = list(self.tasks), []
+        pending, running = list(self.tasks), list[_Task]()
         finished: set[str] = set(self.sft_before)
         outcome = SweepOutcome(done=len(self.records), ran=[], failed={})
         total = outcome.done + sum(not task.is_sft for task in self.tasks)
