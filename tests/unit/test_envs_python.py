@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -134,3 +135,19 @@ def test_tool_role_user_for_templates_without_a_tool_role() -> None:
     assert env.step("python[print(1)]").observation == [{"role": "user", "content": "1"}]
     with pytest.raises(ValueError, match="tool_role must be one of"):
         PythonTool(tool_role="function")
+
+
+def test_small_product_is_opt_in_and_its_oracle_solves_it():
+    from turnrl.envs.builtin.python_env import DEFAULT_KINDS
+
+    assert "small_product" not in DEFAULT_KINDS
+    assert PythonTool().kinds == DEFAULT_KINDS
+    env = make("python-v0", kinds=["small_product"])
+    messages, info = env.reset(seed=4)
+    factors = [int(n) for n in re.findall(r"\d+", messages[-1]["content"])]
+    assert len(factors) == 3 and all(2 <= f <= 9 for f in factors)
+    assert info["answer"] == str(factors[0] * factors[1] * factors[2])
+    env.step(env.oracle_action())
+    result = env.step(env.oracle_action())
+    assert result.terminated and result.info["success"]
+    env.close()

@@ -118,18 +118,29 @@ def _boxes(r: random.Random) -> Problem:
                    "pens work?", f"{a} * {b} - {c}", a * b - c)
 
 
+def _small_farm(r: random.Random) -> Problem:
+    a, b, c = r.randint(2, 9), r.randint(2, 9), r.randint(2, 9)
+    return Problem("small_product", f"A farm has {a} rows of {b} trees and each tree gives "
+                   f"{c} apples. How many apples does the farm get?", f"{a} * {b} * {c}",
+                   a * b * c)
+
+
 GENERATORS: dict[str, Callable[[random.Random], Problem]] = {
     "product": _farm, "budget": _budget, "trip": _trip, "remainder": _remainder,
-    "series": _series, "boxes": _boxes,
+    "series": _series, "boxes": _boxes, "small_product": _small_farm,
 }
+# the templates python-v0 draws from by default; small_product (one-digit factors, for
+# models too small to copy long numbers) is opt-in, so the default task mix is unchanged
+DEFAULT_KINDS = ("product", "budget", "trip", "remainder", "series", "boxes")
 
 
 class PythonTool:
     """Word problems with a ``python`` tool (sandboxed) and an ``answer`` tool.
 
     Args:
-        kinds: problem templates to draw from (default all: product, budget, trip,
-            remainder, series, boxes).
+        kinds: problem templates to draw from (default :data:`DEFAULT_KINDS`: product,
+            budget, trip, remainder, series, boxes; ``small_product``, the product of three
+            one-digit numbers, is opt-in).
         tool_format: ``"auto"``, ``"compact"`` or ``"json"`` (see :mod:`turnrl.envs.tools`).
         wall_time_s, memory_mb: the sandbox's wall-clock and memory limits of one ``python``
             call (memory: the whole call where a cgroup can be made, else per process); the
@@ -142,7 +153,7 @@ class PythonTool:
     def __init__(self, *, kinds: tuple[str, ...] | list[str] | None = None,
                  tool_format: ToolFormat = "auto", wall_time_s: float = 5.0,
                  memory_mb: int = 256, tool_role: str = "tool", max_turns: int = 4) -> None:
-        kinds = tuple(kinds) if kinds is not None else tuple(GENERATORS)
+        kinds = tuple(kinds) if kinds is not None else DEFAULT_KINDS
         unknown = [k for k in kinds if k not in GENERATORS]
         if unknown or not kinds:
             raise ValueError(f"python-v0: kinds {unknown or kinds!r} not among "
