@@ -308,6 +308,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                               curve_x=recipe.curve_x, title=recipe.claim or recipe.name)
         print(table.read_text(encoding="utf-8"))
         print(f"results: {table} ({len(records)} runs)")
+    else:
+        print(f"no run has finished yet: no records in {results / 'records'}")
     if outcome is None:
         return 0
     for name, why in outcome.failed.items():

@@ -197,3 +197,9 @@ def test_sigterm_stops_the_running_processes_with_sigint_and_says_interrupted(
         timer.cancel()
     assert outcome.interrupted and outcome.ran == [] and marker.is_file()
     assert signal.getsignal(signal.SIGTERM) == before  # the handler was put back
+
+
+def test_summary_only_without_records_says_so(tmp_path, capsys):
+    path = recipe_file(tmp_path, "seeds: 1")
+    assert main(["sweep", str(path), "--summary-only", "--out", str(tmp_path / "o")]) == 0
+    assert f"no records in {tmp_path / 'o' / 'records'}" in capsys.readouterr().out
