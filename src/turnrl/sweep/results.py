@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -176,7 +177,7 @@ def _plot(records: dict[str, dict[str, Any]], summary: dict[str, Any], path: Pat
     right.set_yticks(range(len(cells)), [row["cell"] for row in reversed(cells)], fontsize=8)
     right.set_xlabel(f"held-out {summary['metric']}: x after SFT, o after RL, ■ IQM [95% CI]")
     right.grid(alpha=0.3)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(textwrap.fill(title, 150), fontsize=9)
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=100)
