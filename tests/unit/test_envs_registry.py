@@ -92,6 +92,7 @@ def test_make_returns_env_with_merged_spec():
         "hole_prob": 0.0,
         "random_positions": False,
         "max_turns": 20,
+        "progress_reward": 0.0,
     }
     env.reset(seed=0)
     results = [env.step("up") for _ in range(20)]
