@@ -172,8 +172,9 @@ def test_results_files(tmp_path):
 
 def test_sigterm_stops_the_running_processes_with_sigint_and_says_interrupted(
         tmp_path, monkeypatch):
-    """What Ctrl-C or SIGTERM does to a sweep: every running process gets SIGINT (a turnrl
-    run saves a checkpoint and exits 130), the sweep waits for them and reports it."""
+    """What Ctrl-C or SIGTERM does to a sweep: every running process gets SIGTERM (a turnrl
+    run saves a checkpoint and exits 143), the sweep waits for them and reports it; also
+    when the sweep was started with SIGINT ignored, as a shell's background job is."""
     import os
     import signal
     import sys
@@ -181,13 +182,14 @@ def test_sigterm_stops_the_running_processes_with_sigint_and_says_interrupted(
 
     from turnrl.sweep import runner
 
-    marker = tmp_path / "got-sigint"
+    marker = tmp_path / "got-sigterm"
     child = (f"import signal, sys, time\n"
-             f"def stop(*a):\n    open({str(marker)!r}, 'w').close()\n    sys.exit(130)\n"
-             f"signal.signal(signal.SIGINT, stop)\ntime.sleep(60)\n")
+             f"def stop(*a):\n    open({str(marker)!r}, 'w').close()\n    sys.exit(143)\n"
+             f"signal.signal(signal.SIGTERM, stop)\ntime.sleep(60)\n")
     monkeypatch.setattr(runner, "_turnrl", lambda *args: [sys.executable, "-c", child])
     recipe = load_recipe(recipe_file(tmp_path, "seeds: 2\nshare_sft: false"))
     before = signal.getsignal(signal.SIGTERM)
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a background job's children
     timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM))
     timer.start()
     try:
@@ -195,6 +197,7 @@ def test_sigterm_stops_the_running_processes_with_sigint_and_says_interrupted(
                             results=tmp_path / "res", jobs=2, git=None)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, ignored)
     assert outcome.interrupted and outcome.ran == [] and marker.is_file()
     assert signal.getsignal(signal.SIGTERM) == before  # the handler was put back
 

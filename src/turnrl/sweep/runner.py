@@ -13,8 +13,10 @@
   the command line sets ``run.threads``.
 - **Logs.** Each process writes ``<out>/logs/<name>.log``; a failed one is reported with
   its log's last line, and the runs that need a failed SFT start fail with it.
-- **Stopping.** Ctrl-C (or SIGTERM) sends SIGINT to every running process (a run saves a
-  checkpoint), waits for them, writes the table and exits; the next call resumes.
+- **Stopping.** Ctrl-C (or SIGTERM) sends SIGTERM to every running process (a run saves a
+  checkpoint; SIGINT would not do: a sweep started in the background by a shell has SIGINT
+  ignored, and its processes inherit that), waits for them, writes the table and exits; the
+  next call resumes.
 """
 
 from __future__ import annotations
@@ -188,7 +190,7 @@ class _Sweep:
         for task in running:
             assert task.process is not None
             if task.process.poll() is None:
-                os.killpg(task.process.pid, signal.SIGINT)
+                os.killpg(task.process.pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_WAIT_S
         for task in running:
             assert task.process is not None
