@@ -55,6 +55,17 @@ def seed_list(text: str) -> list[int]:
                                          "integer seeds, e.g. 0,1,2") from None
 
 
+def positive_int(text: str) -> int:
+    """argparse type of counts such as ``turnrl sweep --jobs`` / ``--threads``."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer, e.g. 1")
+    return value
+
+
 def user_errors() -> tuple[type[BaseException], ...]:
     from turnrl.config import ConfigError
     from turnrl.envs.registry import EnvPluginError
@@ -300,7 +311,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         commit, dirty = code_commit()
         git = f"{commit}{'+changes' if dirty else ''}" if commit else None
         outcome = run_sweep(recipe, runs, out=out, results=results,
-                            jobs=args.jobs or recipe.jobs, git=git)
+                            jobs=args.jobs or recipe.jobs, threads=args.threads, git=git)
     records = read_records(results)
     if records:
         table = write_results(records, results, order=order, metric=recipe.metric,
@@ -621,7 +632,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("recipe", metavar="RECIPE", help="the recipe file, e.g. recipes/credit.yaml")
     p.add_argument("items", nargs="*", metavar="key=value",
                    help="overrides for every run (part of each run's identity)")
-    p.add_argument("--jobs", type=int, help="most runs at once (default: the recipe's jobs)")
+    p.add_argument("--jobs", type=positive_int,
+                   help="most runs at once (default: the recipe's jobs)")
+    p.add_argument("--threads", type=positive_int, metavar="N",
+                   help="run.threads of each process (default: cpus // jobs); not part of a "
+                   "run's identity, e.g. --jobs 1 --threads 1 leaves a core for other work")
     p.add_argument("--out", help="run directories and logs (default sweeps/<recipe name>)")
     p.add_argument("--results", help="records and the table (default: the recipe's results, "
                    "else the --out directory)")

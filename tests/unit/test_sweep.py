@@ -4,6 +4,7 @@ tests/smoke/test_sweep_run.py runs a real one)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +129,30 @@ def test_a_record_made_with_other_overrides_stops_the_sweep_and_says_so(tmp_path
         record("base", 0, 0.1, 0.2, ["train.steps=5", "run.seed=0"])))
     with pytest.raises(RecipeError, match="base-s0 was made with different overrides"):
         run_sweep(recipe, runs, out=tmp_path / "out", results=tmp_path / "res", jobs=1,
-                  git=None)
+                  git=None, threads=1)
+
+
+def test_threads_come_from_the_option_unless_the_overrides_set_them(tmp_path):
+    from turnrl.sweep.runner import _Sweep
+
+    def threads(body: str, **kwargs) -> list[list[str]]:
+        recipe = load_recipe(recipe_file(tmp_path, body))
+        sweep = _Sweep(recipe, plan_runs(recipe), out=tmp_path / "out",
+                       results=tmp_path / "res", git=None, **kwargs)
+        return [[item for item in task.command if item.startswith("run.threads=")]
+                for task in sweep.tasks]
+
+    cpus = os.cpu_count() or 1
+    assert threads("seeds: 2", jobs=1, threads=None) == [[f"run.threads={cpus}"]] * 4
+    assert threads("seeds: 2", jobs=1, threads=1) == [["run.threads=1"]] * 4  # SFT, RL x2
+    assert threads("seeds: 1\noverrides: [run.threads=3]", jobs=1, threads=1) == \
+        [["run.threads=3"]] * 2
+
+
+def test_sweep_counts_must_be_positive(capsys):
+    with pytest.raises(SystemExit):
+        main(["sweep", "r.yaml", "--threads", "0"])
+    assert "'0' is not a positive integer" in capsys.readouterr().err
 
 
 def test_time_to_target_reads_the_moving_average():
@@ -175,7 +199,6 @@ def test_sigterm_stops_the_running_processes_with_sigint_and_says_interrupted(
     """What Ctrl-C or SIGTERM does to a sweep: every running process gets SIGTERM (a turnrl
     run saves a checkpoint and exits 143), the sweep waits for them and reports it; also
     when the sweep was started with SIGINT ignored, as a shell's background job is."""
-    import os
     import signal
     import sys
     import threading

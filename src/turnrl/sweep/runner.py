@@ -9,8 +9,9 @@
   overrides must equal the planned ones, or the sweep stops and says which differ. A run
   directory without ``eval.json`` continues with ``turnrl train --resume`` (from its newest
   checkpoint, else from the start). A finished SFT run is reused.
-- **Threads.** Each process gets ``run.threads = max(1, cpus // jobs)`` unless the recipe or
-  the command line sets ``run.threads``.
+- **Threads.** Each process gets ``run.threads = threads`` (default ``max(1, cpus // jobs)``;
+  not part of a run's identity, so a sweep can resume with another value) unless the recipe
+  or the overrides set ``run.threads``.
 - **Logs.** Each process writes ``<out>/logs/<name>.log``; a failed one is reported with
   its log's last line, and the runs that need a failed SFT start fail with it.
 - **Stopping.** Ctrl-C (or SIGTERM) sends SIGTERM to every running process (a run saves a
@@ -94,13 +95,13 @@ def _fresh(run_dir: Path) -> bool:
 
 class _Sweep:
     def __init__(self, recipe: Recipe, runs: list[PlannedRun], *, out: Path, results: Path,
-                 jobs: int, git: str | None) -> None:
+                 jobs: int, threads: int | None, git: str | None) -> None:
         self.recipe, self.out, self.results, self.jobs, self.git = recipe, out, results, jobs, git
         self.base = recipe.config_path()
         self.records = records.read_records(results)
         self.tasks: list[_Task] = []
         self.sft_before: dict[str, tuple[dict[str, float], float]] = {}
-        self.threads = max(1, (os.cpu_count() or 1) // jobs)
+        self.threads = threads or max(1, (os.cpu_count() or 1) // jobs)
         for run in runs:
             if run.name in self.records:
                 _check_record(recipe, run, self.records[run.name])
@@ -255,6 +256,7 @@ class _Sweep:
 
 
 def run_sweep(recipe: Recipe, runs: list[PlannedRun], *, out: Path, results: Path, jobs: int,
-              git: str | None) -> SweepOutcome:
+              git: str | None, threads: int | None = None) -> SweepOutcome:
     """Run every planned run that has no record yet (see the module docstring)."""
-    return _Sweep(recipe, runs, out=out, results=results, jobs=jobs, git=git).run()
+    return _Sweep(recipe, runs, out=out, results=results, jobs=jobs, threads=threads,
+                  git=git).run()
