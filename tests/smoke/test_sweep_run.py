@@ -42,7 +42,7 @@ def test_a_sweep_runs_every_cell_and_seed_sharing_sft_starts(sweep, capsys):
             [name.split()[2] for name in launched if name.startswith("SFT")])),
         "preset=grpo seed 0", "preset=grpo seed 1", "preset=rloo seed 0", "preset=rloo seed 1"])
     out = recipe.parent / "out"
-    sft_runs = sorted((out / "sft").iterdir())
+    sft_runs = sorted((out.parent / "sft").iterdir())  # sweeps/sft: shared by recipes
     assert len(sft_runs) == 2  # one per seed, shared by both presets
     records = {p.stem: json.loads(p.read_text())
                for p in (recipe.parent / "results" / "records").glob("*.json")}
@@ -89,3 +89,19 @@ def test_a_lost_record_is_rewritten_and_an_unfinished_run_resumes(sweep, capsys)
     # resumed from its step-4 checkpoint: only the final evaluation was left to do
     assert log.startswith("eval (after RL) 1/8") and "RL 1/4" not in log
     assert (out / "preset=rloo-s1" / "eval.json").is_file()
+
+
+def test_another_recipe_with_the_same_sft_reuses_its_starts(sweep, capsys):
+    recipe, _ = sweep
+    other = recipe.parent / "other.yaml"
+    spec = yaml.safe_load(recipe.read_text())
+    other.write_text(yaml.safe_dump({**spec, "seeds": 1, "grid": {"algo.preset": ["rloo"]},
+                                     "overrides": [*spec["overrides"], "train.lr=1e-4"],
+                                     "results": "other-results"}))
+    assert main(["sweep", str(other), "--out", str(recipe.parent / "other")]) == 0
+    assert started(capsys) == ["preset=rloo seed 0"]  # seed 0's SFT start is reused
+    record = json.loads((recipe.parent / "other-results" / "records" / "preset=rloo-s0.json")
+                        .read_text())
+    first = json.loads((recipe.parent / "results" / "records" / "preset=rloo-s0.json")
+                       .read_text())
+    assert record["before"] == first["before"]

@@ -2,9 +2,11 @@
 ``jobs`` at once, resumable.
 
 - **Shared SFT starts.** Runs with one SFT key (:func:`turnrl.sweep.recipe.sft_key`) wait
-  for one ``turnrl sft`` run (``<out>/sft/sft-<key>``) and start RL from its model
+  for one ``turnrl sft`` run (``<sft_dir>/sft-<key>``) and start RL from its model
   (``model.path=<its sft_model> sft.enabled=false eval.before_training=false``); its
-  evaluation is their "before".
+  evaluation is their "before". The key hashes everything SFT and that evaluation read, so
+  ``sft_dir`` (default ``<out>/../sft``: ``sweeps/sft``) is shared by every recipe: two
+  recipes on one env and SFT train each start once.
 - **Resumable.** A run with a record (``<results>/records/<name>.json``) is done; its
   overrides must equal the planned ones, or the sweep stops and says which differ. A run
   directory without ``eval.json`` continues with ``turnrl train --resume`` (from its newest
@@ -95,8 +97,10 @@ def _fresh(run_dir: Path) -> bool:
 
 class _Sweep:
     def __init__(self, recipe: Recipe, runs: list[PlannedRun], *, out: Path, results: Path,
-                 jobs: int, threads: int | None, git: str | None) -> None:
+                 jobs: int, threads: int | None, git: str | None,
+                 sft_dir: Path | None = None) -> None:
         self.recipe, self.out, self.results, self.jobs, self.git = recipe, out, results, jobs, git
+        self.sft_dir = sft_dir or out.parent / "sft"
         self.base = recipe.config_path()
         self.records = records.read_records(results)
         self.tasks: list[_Task] = []
@@ -126,7 +130,7 @@ class _Sweep:
         return [f"run.threads={self.threads}"]
 
     def _sft_dir(self, key: str) -> Path:
-        return self.out / "sft" / f"sft-{key}"
+        return self.sft_dir / f"sft-{key}"
 
     def _add_sft(self, run: PlannedRun) -> None:
         key = run.sft_key
@@ -160,11 +164,11 @@ class _Sweep:
                                 overrides=list(run.overrides), before=before,
                                 sft_wall_time_s=sft_s, process_s=seconds, git=self.git)
             records.write_record(self.results, run.name, record)
+            self.records[run.name] = record
 
         if (run_dir / "eval.json").is_file() and (run.sft_key is None
                                                   or run.sft_key in self.sft_before):
             finish(None)  # finished, but its record was lost: write it again
-            self.records[run.name] = {}
             return
         if _fresh(run_dir):
             command = _turnrl("train", *self._config_args(), *self._threads(run), *run.overrides,
@@ -256,7 +260,8 @@ class _Sweep:
 
 
 def run_sweep(recipe: Recipe, runs: list[PlannedRun], *, out: Path, results: Path, jobs: int,
-              git: str | None, threads: int | None = None) -> SweepOutcome:
+              git: str | None, threads: int | None = None,
+              sft_dir: Path | None = None) -> SweepOutcome:
     """Run every planned run that has no record yet (see the module docstring)."""
     return _Sweep(recipe, runs, out=out, results=results, jobs=jobs, threads=threads,
-                  git=git).run()
+                  git=git, sft_dir=sft_dir).run()
