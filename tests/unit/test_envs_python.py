@@ -151,3 +151,23 @@ def test_small_product_is_opt_in_and_its_oracle_solves_it():
     result = env.step(env.oracle_action())
     assert result.terminated and result.info["success"]
     env.close()
+
+
+def test_system_prompt_replaces_or_drops_the_system_message():
+    default = make("python-v0", kinds=["small_product"], tool_format="compact")
+    messages, _ = default.reset(seed=4)
+    assert messages[0]["role"] == "system" and "python[<code>]" in messages[0]["content"]
+    bare = make("python-v0", kinds=["small_product"], tool_format="compact", system_prompt="")
+    bare_messages, _ = bare.reset(seed=4)
+    assert bare_messages == messages[1:]  # the same task, no system message
+    assert bare.spec.kwargs["system_prompt"] == ""
+    # the tools still work, and a malformed reply still shows the format
+    assert "python[" in bare.step("print(1)").observation[0]["content"]
+    bare.step(bare.oracle_action())
+    assert bare.step(bare.oracle_action()).info["success"]
+    short = make("python-v0", system_prompt="Compute, then answer.")
+    assert short.reset(seed=1)[0][0] == {"role": "system", "content": "Compute, then answer."}
+    with pytest.raises(ValueError, match="system_prompt must be a string"):
+        PythonTool(system_prompt=3)
+    for env in (default, bare, short):
+        env.close()

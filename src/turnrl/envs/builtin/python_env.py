@@ -148,11 +148,16 @@ class PythonTool:
         tool_role: role of the ``python`` results: ``"tool"``, or ``"user"`` for chat
             templates without a tool role (:func:`turnrl.envs.tools.check_tool_role`).
         max_turns: turn budget (>= 2: one computation and the answer).
+        system_prompt: the system message; ``None`` (default): the instruction, the tools
+            and how to call them; ``""``: none (a model trained from scratch on this env
+            learns the tools from its demonstrations, and every turn reads ~280 characters
+            less).
     """
 
     def __init__(self, *, kinds: tuple[str, ...] | list[str] | None = None,
                  tool_format: ToolFormat = "auto", wall_time_s: float = 5.0,
-                 memory_mb: int = 256, tool_role: str = "tool", max_turns: int = 4) -> None:
+                 memory_mb: int = 256, tool_role: str = "tool", max_turns: int = 4,
+                 system_prompt: str | None = None) -> None:
         kinds = tuple(kinds) if kinds is not None else DEFAULT_KINDS
         unknown = [k for k in kinds if k not in GENERATORS]
         if unknown or not kinds:
@@ -164,15 +169,20 @@ class PythonTool:
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 2:
             raise ValueError(f"python-v0: max_turns must be an int >= 2 (compute, then "
                              f"answer), got {max_turns!r}")
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise ValueError(f"python-v0: system_prompt must be a string (\"\" for none) or "
+                             f"null for the default, got {system_prompt!r}")
         self.kinds, self.tool_format, self.max_turns = kinds, tool_format, max_turns
         self.tool_role = check_tool_role(tool_role, "python-v0")
         self.sandbox = Sandbox(wall_time_s=wall_time_s, memory_mb=memory_mb)
         self.spec = replace(SPEC, max_turns=max_turns, kwargs={
             "kinds": list(kinds), "tool_format": tool_format, "wall_time_s": wall_time_s,
-            "memory_mb": memory_mb, "tool_role": tool_role, "max_turns": max_turns})
+            "memory_mb": memory_mb, "tool_role": tool_role, "max_turns": max_turns,
+            "system_prompt": system_prompt})
         self.toolbox = Toolbox({"python": self.python, "answer": self.answer},
                                format=tool_format)
-        self.system_prompt = self.toolbox.system_prompt(INSTRUCTION)
+        self.system_prompt = (self.toolbox.system_prompt(INSTRUCTION) if system_prompt is None
+                              else system_prompt)
         self._rng: random.Random | None = None
         self._problem: Problem | None = None
         self._turn = 0
@@ -191,8 +201,9 @@ class PythonTool:
         kind = self._rng.choice(self.kinds)
         self._problem = GENERATORS[kind](self._rng)
         self._turn, self._done, self._final_answer, self._code_ran = 0, False, None, False
-        return [{"role": "system", "content": self.system_prompt},
-                {"role": "user", "content": self._problem.text}], {
+        system: list[Message] = ([{"role": "system", "content": self.system_prompt}]
+                                 if self.system_prompt else [])
+        return [*system, {"role": "user", "content": self._problem.text}], {
                     "answer": str(self._problem.answer), "problem_kind": kind}
 
     def step(self, action: str) -> StepResult:
