@@ -235,7 +235,8 @@ def test_formats_restrict_what_is_read():
     compact.reset(seed=0)
     result = compact.step('<tool_call>{"name": "answer", "arguments": {"text": "x"}}</tool_call>')
     assert result.info["tool_error_kind"] == "no_call"
-    assert "Call a tool as answer[<text>]" not in compact.system_prompt  # compact hint only
+    system = compact.system_messages[0]["content"]
+    assert "Call a tool as answer[<text>]" not in system  # compact hint only
     assert compact.tool_schemas() == []
     json_env = SearchQA(tool_format="json")
     json_env.reset(seed=0)
@@ -421,3 +422,18 @@ def test_tool_role_user_for_templates_without_a_tool_role() -> None:
     assert env.spec.kwargs["tool_role"] == "user"
     with pytest.raises(ValueError, match="tool_role must be one of"):
         SearchQA(tool_role="function")
+
+
+def test_system_prompt_replaces_or_drops_the_system_message():
+    default = SearchQA(tool_format="compact", hops=1, num_people=20)
+    messages, _ = default.reset(seed=2)
+    assert messages[0]["role"] == "system" and "search[<query>]" in messages[0]["content"]
+    bare = SearchQA(tool_format="compact", hops=1, num_people=20, system_prompt="")
+    bare_messages, _ = bare.reset(seed=2)
+    assert bare_messages == messages[1:] and bare.spec.kwargs["system_prompt"] == ""
+    bare.step(bare.oracle_action())
+    assert bare.step(bare.oracle_action()).info["success"]
+    short = SearchQA(system_prompt="Search, then answer.")
+    assert short.reset(seed=0)[0][0] == {"role": "system", "content": "Search, then answer."}
+    with pytest.raises(ValueError, match="search-qa-v0: system_prompt must be a string"):
+        SearchQA(system_prompt=["x"])

@@ -169,9 +169,6 @@ class PythonTool:
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 2:
             raise ValueError(f"python-v0: max_turns must be an int >= 2 (compute, then "
                              f"answer), got {max_turns!r}")
-        if system_prompt is not None and not isinstance(system_prompt, str):
-            raise ValueError(f"python-v0: system_prompt must be a string (\"\" for none) or "
-                             f"null for the default, got {system_prompt!r}")
         self.kinds, self.tool_format, self.max_turns = kinds, tool_format, max_turns
         self.tool_role = check_tool_role(tool_role, "python-v0")
         self.sandbox = Sandbox(wall_time_s=wall_time_s, memory_mb=memory_mb)
@@ -181,8 +178,8 @@ class PythonTool:
             "system_prompt": system_prompt})
         self.toolbox = Toolbox({"python": self.python, "answer": self.answer},
                                format=tool_format)
-        self.system_prompt = (self.toolbox.system_prompt(INSTRUCTION) if system_prompt is None
-                              else system_prompt)
+        self.system_messages = self.toolbox.system_messages(INSTRUCTION, system_prompt,
+                                                            "python-v0")
         self._rng: random.Random | None = None
         self._problem: Problem | None = None
         self._turn = 0
@@ -201,9 +198,7 @@ class PythonTool:
         kind = self._rng.choice(self.kinds)
         self._problem = GENERATORS[kind](self._rng)
         self._turn, self._done, self._final_answer, self._code_ran = 0, False, None, False
-        system: list[Message] = ([{"role": "system", "content": self.system_prompt}]
-                                 if self.system_prompt else [])
-        return [*system, {"role": "user", "content": self._problem.text}], {
+        return [*self.system_messages, {"role": "user", "content": self._problem.text}], {
                     "answer": str(self._problem.answer), "problem_kind": kind}
 
     def step(self, action: str) -> StepResult:

@@ -138,6 +138,8 @@ class SearchQA:
             ``questions_path``, replaces the generated knowledge base.
         questions_path: a JSONL file of ``{"question", "answer" | "answers", "support"?}``.
         instruction: the first line of the system prompt (the tool list follows it).
+        system_prompt: replaces the whole system message when given; ``""``: none (a model
+            trained from scratch learns the tools from its demonstrations).
         tool_role: role of the search results: ``"tool"``, or ``"user"`` for chat templates
             without a tool role (:func:`turnrl.envs.tools.check_tool_role`).
         max_turns: the turn budget (>= 3 when two-hop questions are possible, else >= 2).
@@ -158,6 +160,7 @@ class SearchQA:
         instruction: str = INSTRUCTION,
         tool_role: str = "tool",
         max_turns: int = 6,
+        system_prompt: str | None = None,
     ) -> None:
         user_files = _validate(hops, top_k, tool_format, retriever, dense_model, corpus_path,
                                questions_path, max_turns)
@@ -178,9 +181,11 @@ class SearchQA:
             "corpus_path": None if corpus_path is None else str(corpus_path),
             "questions_path": None if questions_path is None else str(questions_path),
             "instruction": instruction, "tool_role": tool_role, "max_turns": max_turns,
+            "system_prompt": system_prompt,
         })
         self.toolbox = Toolbox({"search": self.search, "answer": self.answer}, format=tool_format)
-        self.system_prompt = self.toolbox.system_prompt(instruction)
+        self.system_messages = self.toolbox.system_messages(instruction, system_prompt,
+                                                            "search-qa-v0")
         self._retriever: Retriever | None = None  # built (or taken from the cache) on reset
         self._rng: random.Random | None = None
         self._question: Question | None = None
@@ -211,10 +216,8 @@ class SearchQA:
         self._retrieved, self._queries, self._final_answer = [], set(), None
         info = {"answer": list(question.answers), "question": question.text,
                 "question_kind": question.kind, "hops": len(question.hops)}
-        return [
-            {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": f"Question: {question.text}"},
-        ], info
+        return [*self.system_messages,
+                {"role": "user", "content": f"Question: {question.text}"}], info
 
     def step(self, action: str) -> StepResult:
         if self._done:

@@ -134,6 +134,17 @@ class Toolbox:
         return (f"{instruction}\nTools:\n{self.describe()}\n{self.format_hint()} "
                 "One tool call per turn.")
 
+    def system_messages(self, instruction: str, system_prompt: str | None, env: str
+                        ) -> list[dict[str, str]]:
+        """The messages an env's episode opens with, before the task: ``system_prompt`` as
+        the system message when given (``""``: none, for a model trained from scratch that
+        learns the tools from its demonstrations), else :meth:`system_prompt`."""
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise ValueError(f"{env}: system_prompt must be a string (\"\" for none) or null "
+                             f"for the default, got {system_prompt!r}")
+        text = self.system_prompt(instruction) if system_prompt is None else system_prompt
+        return [{"role": "system", "content": text}] if text else []
+
     def template_schemas(self) -> list[dict[str, Any]]:
         """The schemas for ``apply_chat_template(tools=...)`` (``HasTools.tool_schemas``):
         ``[]`` in the compact format, whose tools the system prompt lists instead."""
