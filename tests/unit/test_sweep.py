@@ -132,6 +132,23 @@ def test_a_record_made_with_other_overrides_stops_the_sweep_and_says_so(tmp_path
                   git=None, threads=1)
 
 
+def test_a_record_made_from_an_edited_base_config_stops_the_sweep(tmp_path):
+    (tmp_path / "base.yaml").write_text("train:\n  lr: 1.0e-4\n")
+    path = recipe_file(tmp_path, "seeds: 1\nconfig: base.yaml")
+    runs = plan_runs(load_recipe(path))
+    folder = tmp_path / "res" / "records"
+    folder.mkdir(parents=True)
+    made = {**record("base", 0, 0.1, 0.2, runs[0].overrides), "config_key": runs[0].config_key}
+    (folder / f"{runs[0].name}.json").write_text(json.dumps(made))
+    same = plan_runs(load_recipe(path))
+    assert same[0].config_key == runs[0].config_key
+    (tmp_path / "base.yaml").write_text("train:\n  lr: 2.0e-4\n")  # edited since
+    edited = plan_runs(load_recipe(path))
+    with pytest.raises(RecipeError, match="base-s0 was made from another config"):
+        run_sweep(load_recipe(path), edited, out=tmp_path / "out", results=tmp_path / "res",
+                  jobs=1, git=None)
+
+
 def test_threads_come_from_the_option_unless_the_overrides_set_them(tmp_path):
     from turnrl.sweep.runner import _Sweep
 

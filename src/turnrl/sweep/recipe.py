@@ -200,6 +200,7 @@ class PlannedRun:
     seed: int
     overrides: tuple[str, ...]
     sft_key: str | None  # runs with the same key share one SFT start; None: no sharing
+    config_key: str = ""  # the whole resolved config, hashed (config_key())
 
     @property
     def name(self) -> str:
@@ -248,6 +249,15 @@ def sft_key(resolved: dict[str, Any]) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
+def config_key(resolved: dict[str, Any]) -> str:
+    """The run's whole resolved config, hashed, less what does not change its results
+    (``run.name``, ``run.out_dir``, ``run.threads``): a record made from another base config
+    (the recipe's ``config`` file edited since) has another key."""
+    run = {k: v for k, v in resolved["run"].items() if k not in ("name", "out_dir", "threads")}
+    text = json.dumps({**resolved, "run": run}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
 def plan_runs(recipe: Recipe, extra: Sequence[str] = ()) -> list[PlannedRun]:
     """Every run of the recipe (cells × seeds), each config loaded and validated now, so a
     bad override fails before anything runs."""
@@ -265,7 +275,7 @@ def plan_runs(recipe: Recipe, extra: Sequence[str] = ()) -> list[PlannedRun]:
                 raise RecipeError(f"{recipe.path}: cell {cell.name!r}, seed {seed}: {error}"
                                   ) from None
             key = sft_key(resolved) if recipe.share_sft else None
-            runs.append(PlannedRun(cell, seed, overrides, key))
+            runs.append(PlannedRun(cell, seed, overrides, key, config_key(resolved)))
     names = [run.name for run in runs]
     clash = sorted({n for n in names if names.count(n) > 1})
     if clash:

@@ -2,7 +2,9 @@
 what the results table is computed from, small enough to commit, and the sweep's resume
 marker (a run with a record is done).
 
-A record: ``cell``, ``seed``, ``overrides`` (every override of the run, in order), ``run_dir``,
+A record: ``cell``, ``seed``, ``overrides`` (every override of the run, in order),
+``config_key`` (its whole resolved config, hashed: :func:`turnrl.sweep.recipe.config_key`),
+``run_dir``,
 ``before`` (held-out metrics after SFT, before RL; from the shared SFT run when there is one),
 ``after`` (after RL), ``wall_time_s`` (the RL run, as its ``eval.json`` says), ``process_s``
 (its process, start to exit; None when the record was rewritten from a finished run) and
@@ -61,7 +63,7 @@ def _curve(run: RunRecord) -> dict[str, list[float]]:
     return curve
 
 
-def run_record(run_dir: Path, *, cell: str, seed: int, overrides: list[str],
+def run_record(run_dir: Path, *, cell: str, seed: int, overrides: list[str], config_key: str,
                before: dict[str, float] | None, sft_wall_time_s: float | None,
                process_s: float | None, git: str | None) -> dict[str, Any]:
     """The record of the finished run at ``run_dir`` (its ``eval.json`` must exist)."""
@@ -72,7 +74,8 @@ def run_record(run_dir: Path, *, cell: str, seed: int, overrides: list[str],
         raise ValueError(f"{run_dir}: no evaluation before RL (eval.before_training=false "
                          "and no shared SFT start); the sweep needs one for the gain")
     alarms = sorted({name for _, names in alarm_events(run) for name in names})
-    return {"cell": cell, "seed": seed, "overrides": overrides, "run_dir": str(run_dir),
+    return {"cell": cell, "seed": seed, "overrides": overrides, "config_key": config_key,
+            "run_dir": str(run_dir),
             "before": before, "after": run.evaluation["after"],
             "wall_time_s": run.evaluation.get("wall_time_s"), "process_s": process_s,
             "sft_wall_time_s": sft_wall_time_s, "curve": _curve(run),

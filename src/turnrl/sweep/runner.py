@@ -84,6 +84,11 @@ def _check_record(recipe: Recipe, run: PlannedRun, record: dict) -> None:
             f"{recipe.path}: the record of {run.name} was made with different overrides "
             f"({record['overrides']} vs now {list(run.overrides)}); give this sweep another "
             "--out and --results, or delete the old records to re-run them")
+    if record.get("config_key", run.config_key) != run.config_key:  # older records lack it
+        raise RecipeError(
+            f"{recipe.path}: the record of {run.name} was made from another config (its base "
+            f"config {recipe.config!r} has changed since); give this sweep another --out and "
+            "--results, or delete the old records to re-run them")
 
 
 def _fresh(run_dir: Path) -> bool:
@@ -161,7 +166,8 @@ class _Sweep:
         def finish(seconds: float | None) -> None:
             before, sft_s = self.sft_before.get(run.sft_key or "", (None, None))
             record = records.run_record(run_dir, cell=run.cell.name, seed=run.seed,
-                                overrides=list(run.overrides), before=before,
+                                overrides=list(run.overrides), config_key=run.config_key,
+                                before=before,
                                 sft_wall_time_s=sft_s, process_s=seconds, git=self.git)
             records.write_record(self.results, run.name, record)
             self.records[run.name] = record
