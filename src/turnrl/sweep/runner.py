@@ -2,13 +2,14 @@
 ``jobs`` at once, resumable.
 
 - **Shared SFT starts.** Runs with one SFT key (:func:`turnrl.sweep.recipe.sft_key`) wait
-  for one ``turnrl sft`` run (``<sft_dir>/sft-<key>``) and start RL from its model
+  for one ``turnrl sft`` run (``<out>/../sft/sft-<key>``) and start RL from its model
   (``model.path=<its sft_model> sft.enabled=false eval.before_training=false``); its
   evaluation is their "before". The key hashes everything SFT and that evaluation read, so
-  ``sft_dir`` (default ``<out>/../sft``: ``sweeps/sft``) is shared by every recipe: two
-  recipes on one env and SFT train each start once.
+  ``<out>/../sft`` (``sweeps/sft``) is shared by every recipe: two recipes on one env and
+  SFT train each start once.
 - **Resumable.** A run with a record (``<results>/records/<name>.json``) is done; its
-  overrides must equal the planned ones, or the sweep stops and says which differ. A run
+  overrides and its whole resolved config (``config_key``: the base config may have been
+  edited) must equal the planned ones, or the sweep stops and says which differ. A run
   directory without ``eval.json`` continues with ``turnrl train --resume`` (from its newest
   checkpoint, else from the start). A finished SFT run is reused.
 - **Threads.** Each process gets ``run.threads = threads`` (default ``max(1, cpus // jobs)``;
@@ -102,10 +103,9 @@ def _fresh(run_dir: Path) -> bool:
 
 class _Sweep:
     def __init__(self, recipe: Recipe, runs: list[PlannedRun], *, out: Path, results: Path,
-                 jobs: int, threads: int | None, git: str | None,
-                 sft_dir: Path | None = None) -> None:
+                 jobs: int, threads: int | None, git: str | None) -> None:
         self.recipe, self.out, self.results, self.jobs, self.git = recipe, out, results, jobs, git
-        self.sft_dir = sft_dir or out.parent / "sft"
+        self.sft_dir = out.parent / "sft"
         self.base = recipe.config_path()
         self.records = records.read_records(results)
         self.tasks: list[_Task] = []
@@ -266,8 +266,7 @@ class _Sweep:
 
 
 def run_sweep(recipe: Recipe, runs: list[PlannedRun], *, out: Path, results: Path, jobs: int,
-              git: str | None, threads: int | None = None,
-              sft_dir: Path | None = None) -> SweepOutcome:
+              git: str | None, threads: int | None = None) -> SweepOutcome:
     """Run every planned run that has no record yet (see the module docstring)."""
     return _Sweep(recipe, runs, out=out, results=results, jobs=jobs, threads=threads,
-                  git=git, sft_dir=sft_dir).run()
+                  git=git).run()
