@@ -236,6 +236,12 @@ def cells(recipe: Recipe) -> list[Cell]:
     return out
 
 
+def _digest(value: Any) -> str:
+    """A short, stable hash of a JSON-able value (keys sorted)."""
+    text = json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
 def sft_key(resolved: dict[str, Any]) -> str | None:
     """What SFT and the first evaluation depend on, hashed; None when SFT is off."""
     if not resolved["sft"]["enabled"]:
@@ -245,8 +251,7 @@ def sft_key(resolved: dict[str, Any]) -> str | None:
     part["rollout"] = {k: v for k, v in part["rollout"].items() if k not in RL_ONLY_ROLLOUT}
     part["seed"] = resolved["run"]["seed"]
     part["device"] = resolved["run"]["device"]
-    text = json.dumps(part, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:10]
+    return _digest(part)
 
 
 def config_key(resolved: dict[str, Any]) -> str:
@@ -254,8 +259,7 @@ def config_key(resolved: dict[str, Any]) -> str:
     (``run.name``, ``run.out_dir``, ``run.threads``): a record made from another base config
     (the recipe's ``config`` file edited since) has another key."""
     run = {k: v for k, v in resolved["run"].items() if k not in ("name", "out_dir", "threads")}
-    text = json.dumps({**resolved, "run": run}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:10]
+    return _digest({**resolved, "run": run})
 
 
 def plan_runs(recipe: Recipe, extra: Sequence[str] = ()) -> list[PlannedRun]:
