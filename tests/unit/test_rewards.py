@@ -22,6 +22,7 @@ from turnrl.rewards import (
     final_answer,
     format_reward,
     grounded,
+    invalid_cost,
     length_penalty,
     load_reward,
     math_verify,
@@ -48,8 +49,8 @@ def reply(text: str, **info) -> Trajectory:
 
 
 def test_builtins_are_registered():
-    assert REWARDS.names() == ["exact_match", "f1", "format", "grounded", "length_penalty",
-                               "math_verify", "tool_cost"]
+    assert REWARDS.names() == ["exact_match", "f1", "format", "grounded", "invalid_cost",
+                               "length_penalty", "math_verify", "tool_cost"]
 
 
 # --------------------------------------------------------------------------- answers
@@ -249,6 +250,53 @@ def test_tool_cost_counts_the_answer_call_as_the_runner_does():
     by_hand = Trajectory(env_id="python-v0", seed=0, group_id=0, messages=messages)
     assert count_tool_calls(by_hand) == 1  # documented: the answer is not a tool message
     assert tool_cost(by_hand, cost=0.1) == pytest.approx(-0.1)
+
+
+def counted(invalid: int) -> Trajectory:
+    return Trajectory(env_id="frozenlake-v0", seed=0, group_id=0,
+                      messages=[{"role": "user", "content": "Go."}],
+                      counts=EpisodeCounts(invalid_actions=invalid))
+
+
+@pytest.mark.parametrize(("invalid", "kwargs", "expected"), [
+    (3, {}, -0.3),  # −0.1 · 3
+    (2, {"cost": 0.25}, -0.5),
+    (1, {"cost": 1.0}, -1.0),
+])
+def test_invalid_cost(invalid, kwargs, expected):
+    assert invalid_cost(counted(invalid), **kwargs) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("invalid", "kwargs"), [(0, {}), (4, {"cost": 0.0})])
+def test_invalid_cost_is_a_positive_zero_when_nothing_is_charged(invalid, kwargs):
+    cost = invalid_cost(counted(invalid), **kwargs)
+    assert cost == 0.0 and math.copysign(1.0, cost) == 1.0
+
+
+def test_invalid_cost_needs_the_runners_counts_and_a_sane_cost():
+    with pytest.raises(ValueError, match=r"no counts .*EpisodeCounts\(invalid_actions=n\)"):
+        invalid_cost(reply("fly"))
+    with pytest.raises(ValueError, match=r"cost must be >= 0, got cost=-0\.1"):
+        invalid_cost(counted(1), cost=-0.1)
+    with pytest.raises(RewardSpecError, match="cost must be >= 0"):
+        combine([{"name": "invalid_cost", "kwargs": {"cost": -1}}])
+
+
+def test_invalid_cost_charges_the_replies_the_runner_counted(tokenizer):
+    """frozenlake-v0 played by a scripted policy: "fly" twice, then valid moves. The runner
+    counts the two unparsable replies; the combined reward charges them on the last turn."""
+    from tests.unit.test_rollout_runner import PARAMS, ScriptedEngine
+
+    from turnrl import envs
+    from turnrl.rollout.runner import Runner
+
+    replies = iter(["fly", "fly"])
+    engine = ScriptedEngine(tokenizer, lambda text: next(replies, "up"))
+    (traj,) = Runner(engine, tokenizer, PARAMS).collect(
+        lambda: envs.make("frozenlake-v0"), [0], 1)
+    assert traj.counts is not None and traj.counts.invalid_actions == 2
+    total, parts = combine([{"name": "invalid_cost", "kwargs": {"cost": 0.5}}]).score(traj)
+    assert parts == {"invalid_cost": -1.0} and total == pytest.approx(-1.0)
 
 
 @pytest.mark.parametrize(("sampled", "kwargs", "expected"), [

@@ -71,8 +71,8 @@ class RewardConfig(Section):
     env_weight: float = Field(1.0, description="Weight of the env's own per-turn rewards.")
     terms: list[dict[str, Any] | str] = Field(
         default_factory=list, description="Reward functions added on the last turn: names "
-        "(exact_match, f1, math_verify, format, tool_cost, length_penalty, grounded) or "
-        "{name, weight, kwargs, label}; name may be 'package.module:function'."
+        "(exact_match, f1, math_verify, format, tool_cost, invalid_cost, length_penalty, "
+        "grounded) or {name, weight, kwargs, label}; name may be 'package.module:function'."
     )
 
 

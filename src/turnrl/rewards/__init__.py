@@ -2,9 +2,9 @@
 weighted combination.
 
 Built-ins (see :mod:`turnrl.rewards.builtin`): ``exact_match``, ``f1``, ``math_verify``,
-``format``, ``tool_cost``, ``length_penalty``, ``grounded``. How the final answer and the
-reference are found is described in :mod:`turnrl.rewards.answers`. A config names rewards
-and weights; :func:`combine` turns that list into a :class:`CombinedReward`::
+``format``, ``tool_cost``, ``invalid_cost``, ``length_penalty``, ``grounded``. How the final
+answer and the reference are found is described in :mod:`turnrl.rewards.answers`. A config
+names rewards and weights; :func:`combine` turns that list into a :class:`CombinedReward`::
 
     reward = combine([{"name": "exact_match", "weight": 1.0},
                       {"name": "tool_cost", "weight": 1.0, "kwargs": {"cost": 0.05}}])
@@ -21,6 +21,7 @@ from turnrl.rewards.builtin.maths import math_verify
 from turnrl.rewards.builtin.shaping import (
     count_tool_calls,
     format_reward,
+    invalid_cost,
     length_penalty,
     tool_cost,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "final_answer",
     "format_reward",
     "grounded",
+    "invalid_cost",
     "length_penalty",
     "load_reward",
     "math_verify",

@@ -1,4 +1,5 @@
-"""Shaping rewards: the reply's format, the cost of tool calls, and overlong replies."""
+"""Shaping rewards: the reply's format, the cost of tool calls and of invalid replies, and
+overlong replies."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from turnrl.rewards.answers import compile_pattern, last_assistant_message
 from turnrl.rewards.registry import register_reward
 from turnrl.types import Trajectory
 
-__all__ = ["count_tool_calls", "format_reward", "length_penalty", "tool_cost"]
+__all__ = ["count_tool_calls", "format_reward", "invalid_cost", "length_penalty", "tool_cost"]
 
 
 def _check_format(*, pattern: str, mode: str = "fullmatch") -> re.Pattern[str]:
@@ -84,6 +85,38 @@ def tool_cost(trajectory: Trajectory, *, cost: float = 0.1, free_calls: int = 0)
     """
     _check_tool_cost(cost=cost, free_calls=free_calls)
     penalty = cost * max(0, count_tool_calls(trajectory) - free_calls)
+    return -penalty if penalty else 0.0
+
+
+def _check_invalid_cost(*, cost: float = 0.1) -> None:
+    if cost < 0:
+        raise ValueError(f"reward 'invalid_cost': cost must be >= 0, got cost={cost}")
+
+
+@register_reward("invalid_cost", check=_check_invalid_cost)
+def invalid_cost(trajectory: Trajectory, *, cost: float = 0.1) -> float:
+    """A negative reward per reply the env could not parse (RAGEN's format penalty).
+
+    r = −cost · n, with n = ``trajectory.counts.invalid_actions``: the turns whose step info
+    said ``invalid_action`` (a malformed call, an unknown tool, bad arguments, an unparsable
+    move), which the runner records for every episode (0.0, never −0.0, when n = 0).
+
+    Outcome rewards alone let RL keep an episode that fumbled a call and then recovered as
+    good as a clean one; this term tells them apart.
+
+    Args:
+        cost: the price of one invalid reply (>= 0).
+    Raises:
+        ValueError: ``trajectory.counts`` is None (a trajectory built by hand: which
+            replies were invalid is the env's judgement, not the transcript's; give it
+            ``counts=EpisodeCounts(invalid_actions=n)``).
+    """
+    _check_invalid_cost(cost=cost)
+    if trajectory.counts is None:
+        raise ValueError("reward 'invalid_cost' reads trajectory.counts.invalid_actions, "
+                         "which the runner records; this trajectory has no counts (built "
+                         "by hand?): give it counts=EpisodeCounts(invalid_actions=n)")
+    penalty = cost * trajectory.counts.invalid_actions
     return -penalty if penalty else 0.0
 
 
