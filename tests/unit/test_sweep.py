@@ -246,3 +246,25 @@ def test_summary_only_without_records_says_so(tmp_path, capsys):
     path = recipe_file(tmp_path, "seeds: 1")
     assert main(["sweep", str(path), "--summary-only", "--out", str(tmp_path / "o")]) == 0
     assert f"no records in {tmp_path / 'o' / 'records'}" in capsys.readouterr().out
+
+
+def test_the_curve_counts_what_a_resampling_filter_paid_for(tmp_path):
+    """With dynamic_sampling a step logs the episodes played (dropped groups included) and
+    their success before the filter; the curve, and so samples-to-target, reads those.
+    A run without the filter logs only the plain keys, which the curve then reads."""
+    from turnrl.report.runs import RunRecord
+    from turnrl.sweep.records import _curve
+
+    def run(rows):
+        return RunRecord(tmp_path, "r", {}, [{"phase": "train", "time": 1.0 + i, **row}
+                                             for i, row in enumerate(rows)], None)
+
+    filtered = _curve(run([
+        {"step": 1, "rollout/episodes": 64.0, "rollout/success": 0.5,
+         "rollout/sampled_episodes": 128.0, "rollout/sampled_success": 0.25},
+        {"step": 2, "rollout/episodes": 64.0, "rollout/success": 0.6,
+         "rollout/sampled_episodes": 192.0, "rollout/sampled_success": 0.3}]))
+    assert filtered["episodes"] == [128.0, 320.0] and filtered["success"] == [0.25, 0.3]
+    plain = _curve(run([{"step": 1, "rollout/episodes": 64.0, "rollout/success": 0.5},
+                        {"step": 2, "rollout/episodes": 64.0, "rollout/success": 0.6}]))
+    assert plain["episodes"] == [64.0, 128.0] and plain["success"] == [0.5, 0.6]

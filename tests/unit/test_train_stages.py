@@ -411,6 +411,31 @@ def test_dynamic_sampling_replaces_groups_without_reward_spread() -> None:
     plain = collector(groups, filters=()).collect()
     assert [t.group_id for t in plain.trajectories] == [0, 0, 1, 1]
     assert "rollout/dropped_groups" not in plain.metrics
+    assert "rollout/sampled_episodes" not in plain.metrics
+
+
+def test_dynamic_sampling_reports_what_it_paid_for() -> None:
+    """Two tries of two groups of two: 8 episodes played, the 4 of groups 1 and 2 trained
+    on. ``rollout/success`` is the kept episodes', ``rollout/sampled_success`` that of all 8
+    played; they part as soon as the dropped groups were not half solved."""
+    groups = {0: [1.0, 1.0], 1: [1.0, 0.0], 2: [0.0, 1.0], 3: [0.0, 0.0]}
+    c = collector(groups)
+    c.play = lambda first, n: [dataclasses.replace(episode(g, r), success=r == 1.0)
+                               for g in range(first, first + n) for r in groups[g]]
+    collected = c.collect()
+    assert [t.group_id for t in collected.trajectories] == [1, 1, 2, 2]
+    assert collected.metrics["rollout/episodes"] == 4.0
+    assert collected.metrics["rollout/success"] == 0.5  # kept: 2 of 4
+    assert collected.metrics["rollout/sampled_episodes"] == 8.0
+    assert collected.metrics["rollout/sampled_success"] == 0.5  # played: 4 of 8
+    # all-failed groups dropped: the kept batch looks better than what was played
+    groups.update({0: [0.0, 0.0], 3: [0.0, 0.0]})
+    c = collector(groups)
+    c.play = lambda first, n: [dataclasses.replace(episode(g, r), success=r == 1.0)
+                               for g in range(first, first + n) for r in groups[g]]
+    collected = c.collect()
+    assert collected.metrics["rollout/success"] == 0.5
+    assert collected.metrics["rollout/sampled_success"] == 0.25  # 2 of 8
 
 
 def test_when_no_group_has_spread_the_last_collection_is_kept() -> None:

@@ -9,9 +9,10 @@ A record: ``cell``, ``seed``, ``overrides`` (every override of the run, in order
 ``after`` (after RL), ``wall_time_s`` (the RL run, as its ``eval.json`` says), ``process_s``
 (its process, start to exit; None when the record was rewritten from a finished run) and
 ``sft_wall_time_s`` (the shared SFT process; None without one), ``curve`` (per RL step:
-``step``, ``time`` (seconds since the run's logger started), ``episodes`` (cumulative),
-``success``, ``reward``), ``evals`` (``step`` → held-out ``success``), ``alarms`` (the names
-of alarms that fired), ``git``.
+``step``, ``time`` (seconds since the run's logger started), ``episodes`` (cumulative,
+every episode played: with ``dynamic_sampling`` the dropped groups too), ``success`` (of
+those episodes, before any resampling filter), ``reward``), ``evals`` (``step`` →
+held-out ``success``), ``alarms`` (the names of alarms that fired), ``git``.
 """
 
 from __future__ import annotations
@@ -54,11 +55,14 @@ def _curve(run: RunRecord) -> dict[str, list[float]]:
     curve: dict[str, list[float]] = {"step": [], "time": [], "episodes": [], "success": [],
                                      "reward": []}
     for row in rows:
-        episodes += float(row.get("rollout/episodes", 0.0))
+        # with a resampling filter (dynamic_sampling), what was paid for: every episode
+        # played and its success before the filter (runs without one log only the plain keys)
+        episodes += float(row.get("rollout/sampled_episodes", row.get("rollout/episodes", 0.0)))
+        success = row.get("rollout/sampled_success", row.get("rollout/success", math.nan))
         curve["step"].append(row["step"])
         curve["time"].append(round(float(row.get("time", math.nan)), 3))
         curve["episodes"].append(episodes)
-        curve["success"].append(round(float(row.get("rollout/success", math.nan)), 5))
+        curve["success"].append(round(float(success), 5))
         curve["reward"].append(round(float(row.get("reward/mean", math.nan)), 5))
     return curve
 

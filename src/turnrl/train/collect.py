@@ -140,6 +140,7 @@ class Collector:
 
     def _collect_sync(self) -> tuple[list[Row], dict[str, float]]:
         kept: list[Row] = []
+        usable: list[Row] = []  # every scored episode, before the filters
         tries = dropped = errors = episodes = 0
         chunk = None
         while tries < self.max_tries:
@@ -150,6 +151,7 @@ class Collector:
             errors += len(chunk.errors)
             tries += 1
             kept += chunk.kept
+            usable += chunk.usable
             dropped += len({t.group_id for t, _, _ in chunk.usable}) - len(
                 {t.group_id for t, _, _ in chunk.kept})
             if not self.filters or len(kept) >= self.n_groups * self.group_size:
@@ -162,7 +164,8 @@ class Collector:
             if not kept and chunk is not None:  # nothing passed the filters: the last batch
                 kept = chunk.usable
             metrics.update({"rollout/dropped_groups": float(dropped),
-                            "rollout/sampling_tries": float(tries)})
+                            "rollout/sampling_tries": float(tries),
+                            **sampled_metrics(episodes, usable)})
         return kept, metrics
 
     def _error_metrics(self, errors: int, episodes: int) -> dict[str, float]:
@@ -177,11 +180,13 @@ class Collector:
     def _collect_async(self, version: int) -> tuple[list[Row], dict[str, float]]:
         assert self.source is not None
         counts = {"episodes": 0, "errors": 0, "dropped": 0}
+        usable: list[Row] = []
 
         def accept(group: list[Trajectory]) -> list[Row]:
             chunk = self.judge(group)
             counts["episodes"] += chunk.episodes
             counts["errors"] += len(chunk.errors)
+            usable.extend(chunk.usable)
             if chunk.usable and not chunk.kept:
                 counts["dropped"] += 1
             return chunk.kept
@@ -190,5 +195,17 @@ class Collector:
         self.cursor = self.source.next_index
         metrics.update(self._error_metrics(counts["errors"], counts["episodes"]))
         if self.filters:
-            metrics["rollout/dropped_groups"] = float(counts["dropped"])
+            metrics.update({"rollout/dropped_groups": float(counts["dropped"]),
+                            **sampled_metrics(counts["episodes"], usable)})
         return kept, metrics
+
+
+def sampled_metrics(episodes: int, usable: Sequence[Row]) -> dict[str, float]:
+    """What a step with resampling filters paid for, dropped groups included:
+    ``rollout/sampled_episodes`` (every episode played, failed ones too) and
+    ``rollout/sampled_success`` (the success rate of the scored ones before the filters;
+    ``rollout/success`` is that of the kept ones, which the filter skews: it drops the groups
+    that all failed or all succeeded)."""
+    success = [float(t.success) for t, _, _ in usable]
+    return {"rollout/sampled_episodes": float(episodes),
+            "rollout/sampled_success": sum(success) / len(success) if success else 0.0}
