@@ -438,6 +438,33 @@ def test_dynamic_sampling_reports_what_it_paid_for() -> None:
     assert collected.metrics["rollout/sampled_success"] == 0.25  # 2 of 8
 
 
+def test_async_dynamic_sampling_reports_what_it_paid_for() -> None:
+    """train.mode=async: the source offers groups one by one until two are kept; the
+    dropped ones (0 and 2, all failed) count in what was played."""
+    groups = {0: [0.0, 0.0], 1: [1.0, 0.0], 2: [0.0, 0.0], 3: [0.0, 1.0]}
+
+    class Source:
+        next_index = 0
+
+        def next_batch(self, version, accept):
+            kept = []
+            for g, rewards in groups.items():
+                kept += accept([dataclasses.replace(episode(g, r), success=r == 1.0)
+                                for r in rewards])
+                self.next_index = g + 1
+                if len({t.group_id for t, _, _ in kept}) == 2:
+                    break
+            return kept, {}
+
+    c = collector(groups, source=Source())
+    collected = c.collect(version=0)
+    assert [t.group_id for t in collected.trajectories] == [1, 1, 3, 3]
+    assert c.cursor == 4 and collected.metrics["rollout/dropped_groups"] == 2.0
+    assert collected.metrics["rollout/sampled_episodes"] == 8.0
+    assert collected.metrics["rollout/sampled_success"] == 0.25  # 2 of 8 played
+    assert collected.metrics["rollout/success"] == 0.5  # 2 of 4 kept
+
+
 def test_when_no_group_has_spread_the_last_collection_is_kept() -> None:
     c = collector({g: [1.0, 1.0] for g in range(6)}, max_tries=3)
     collected = c.collect()
