@@ -490,3 +490,17 @@ def test_shared_critic_run_with_warmup_saves_the_head_and_resumes(tmp_path: Path
     learner = build_learner(run, source=run.resume_from, reference=None)
     assert learner.critic is not None and learner.critic.shared
     assert torch.equal(learner.critic.head.weight.detach(), head["weight"])
+
+
+def test_sft_stop_loss_ends_the_warm_start_early_and_says_so(tmp_path: Path, capsys) -> None:
+    """sft.stop_loss: SFT ends at the first step whose mean loss over the last 10 steps is at
+    most it (here at once: 10 steps of the 16 the epochs allow), and the run says where."""
+    result = train(load_config(None, overrides(tmp_path, "sft.stop_loss=100", "train.steps=1",
+                                                "eval.before_training=false")))
+    sft_steps = [r for r in read_metrics(result.run_dir) if r["phase"] == "sft"]
+    assert len(sft_steps) == 10  # STOP_WINDOW; 50 demos / 16 per step x 4 epochs = 16
+    assert sft_steps[-1]["sft/lr"] > 0  # the schedule of all 16 steps, cut at step 10
+    out = capsys.readouterr()
+    assert "SFT stopped after step 10 of 16: the mean loss of the last 10 steps is" in \
+        out.out + out.err
+    assert "<= sft.stop_loss 100" in out.out + out.err

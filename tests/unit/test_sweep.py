@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from turnrl.cli import main
+from turnrl.cli import default_config_path, main
+from turnrl.config import load_config
 from turnrl.sweep import RecipeError, load_recipe, plan_runs, run_sweep
 from turnrl.sweep.recipe import cells
 from turnrl.sweep.results import summarize, time_to_target, write_results
@@ -74,6 +75,45 @@ def test_no_sharing_when_sft_is_off_or_the_recipe_says_so(tmp_path):
     assert plan_runs(off)[0].sft_key is None
     unshared = load_recipe(recipe_file(tmp_path, "seeds: 1\nshare_sft: false", "b.yaml"))
     assert plan_runs(unshared)[0].sft_key is None
+
+
+def test_a_later_field_at_its_default_leaves_the_keys_as_they_were(tmp_path):
+    """A field added to the schema after records were made (LATER_FIELDS) must not change
+    the keys of configs that do not use it, and must change them when it is set."""
+    from turnrl.sweep.recipe import LATER_FIELDS, _digest, config_key, sft_key
+
+    recipe = load_recipe(recipe_file(tmp_path, "seeds: 1"))
+    run = plan_runs(recipe)[0]
+    resolved = load_config(default_config_path(), list(run.overrides)).model_dump()
+    assert LATER_FIELDS["sft.stop_loss"] is None  # its default, left out of the keys
+    without = {**resolved, "sft": {k: v for k, v in resolved["sft"].items()
+                                   if k != "stop_loss"}}
+    old_run = {k: v for k, v in without["run"].items() if k not in ("name", "out_dir", "threads")}
+    assert config_key(resolved) == _digest({**without, "run": old_run})
+    assert sft_key(resolved) == sft_key(without)
+    set_ = load_config(default_config_path(), [*run.overrides, "sft.stop_loss=0.1"]).model_dump()
+    assert config_key(set_) != config_key(resolved)
+    assert sft_key(set_) != sft_key(resolved)
+
+
+def test_every_committed_record_keeps_the_key_its_recipe_plans_now():
+    """The committed records of recipes/ stay reusable: a schema change that moves their
+    config keys (a new field not in LATER_FIELDS, a changed default) fails here."""
+    root = Path(__file__).resolve().parents[2] / "recipes"
+    checked = 0
+    for path in sorted(root.glob("*.yaml")):
+        recipe = load_recipe(path)
+        planned = {run.name: run for run in plan_runs(recipe)}
+        folder = path.parent / (recipe.results or "") / "records"
+        for made in sorted(folder.glob("*.json")):
+            record = json.loads(made.read_text())
+            if "config_key" not in record:  # made before records kept their key
+                continue
+            assert record["config_key"] == planned[made.stem].config_key, \
+                f"{made}: made from config key {record['config_key']}, now planned as " \
+                f"{planned[made.stem].config_key}; add the new field to LATER_FIELDS"
+            checked += 1
+    assert checked >= 20
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -13,6 +13,7 @@ from turnrl import envs
 from turnrl.models.policy import token_logprobs
 from turnrl.train.layout import layout
 from turnrl.train.sft import (
+    STOP_WINDOW,
     DatasetError,
     conversations_to_trajectories,
     load_conversations,
@@ -140,6 +141,29 @@ def test_sft_steps_lower_the_loss_on_oracle_demos(load_tiny, tokenizer) -> None:
     assert {m["sft/epoch"] for m in metrics} == set(map(float, range(8)))
     changed = [k for k, v in policy.state_dict().items() if not torch.equal(v, frozen[k])]
     assert changed
+
+
+def test_sft_stops_once_the_mean_loss_of_the_last_steps_reaches_stop_loss(
+        load_tiny, tokenizer) -> None:
+    """sft.stop_loss ends SFT at the first step whose trailing mean loss (STOP_WINDOW steps)
+    is at most it; the learning rate follows the whole run's schedule up to there."""
+    demos = oracle_demonstrations(functools.partial(envs.make, "frozenlake-v0"), range(16),
+                                  random_action_prob=0.0)
+    trajectories = conversations_to_trajectories(tokenizer, demos)
+    kwargs = dict(pad_token_id=tokenizer.pad_token_id, epochs=8, batch_size=4, lr=1e-2,
+                  max_grad_norm=1.0)
+    full = [m["sft/loss"] for m in sft_steps(load_tiny(), trajectories, **kwargs)]
+    window = STOP_WINDOW
+    means = [sum(full[i - window + 1:i + 1]) / window for i in range(window - 1, len(full))]
+    target = (means[0] + min(means)) / 2  # reached part-way through
+    first = next(i for i, mean in enumerate(means) if mean <= target) + window - 1
+    assert window - 1 < first < len(full) - 1
+    stopped = list(sft_steps(load_tiny(), trajectories, stop_loss=target, **kwargs))
+    assert len(stopped) == first + 1
+    assert [m["sft/loss"] for m in stopped] == pytest.approx(full[:first + 1])
+    assert stopped[-1]["sft/lr"] > 0  # cut where it stopped, not decayed to 0
+    never = list(sft_steps(load_tiny(), trajectories, stop_loss=1e-9, **kwargs))
+    assert len(never) == len(full)
 
 
 def test_sft_loss_ignores_context_tokens(load_tiny, tokenizer) -> None:

@@ -52,6 +52,11 @@ class SFTConfig(Section):
     batch_size: int = Field(32, ge=1, description="Episodes per optimizer step.")
     lr: float = Field(2e-3, gt=0, description="AdamW learning rate (cosine decay to 0).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip.")
+    stop_loss: float | None = Field(
+        None, gt=0, description="End SFT early once the mean loss of the last 10 steps is at "
+        "most this (nats per assistant token); epochs is then the most it runs and sets the "
+        "learning-rate schedule. None = run every epoch."
+    )
 
     @model_validator(mode="after")
     def _check_path(self) -> SFTConfig:

@@ -363,13 +363,20 @@ def warm_start(cfg: Config, model: Model, make_env: Callable[[], Env], progress:
     tools = sft.env_tools(make_env, calls) if cfg.agent.entry_point is None else None
     trajectories = sft.conversations_to_trajectories(model.tokenizer, conversations, tools=tools)
     total = c.epochs * -(-len(trajectories) // c.batch_size)
+    losses: list[float] = []
     with progress.task("SFT", total) as advance:
         for i, metrics in enumerate(sft.sft_steps(
                 model.policy, trajectories, pad_token_id=model.tokenizer.pad_token_id,
                 epochs=c.epochs, batch_size=c.batch_size, lr=c.lr,
-                max_grad_norm=c.max_grad_norm, seed=cfg.run.seed)):
+                max_grad_norm=c.max_grad_norm, seed=cfg.run.seed, stop_loss=c.stop_loss)):
             log_metrics(i, metrics)
+            losses.append(metrics["sft/loss"])
             advance(f"loss {metrics['sft/loss']:.3f}")
+    if len(losses) < total:
+        recent = losses[-sft.STOP_WINDOW:]
+        progress.note(f"SFT stopped after step {len(losses)} of {total}: the mean loss of the "
+                      f"last {len(recent)} steps is {sum(recent) / len(recent):.4f} <= "
+                      f"sft.stop_loss {c.stop_loss:g}")
 
 
 def run_sft(cfg: Config, *, out: Path | None = None) -> tuple[Run, Path, dict[str, float]]:

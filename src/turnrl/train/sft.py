@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import random
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from turnrl.types import Message, Trajectory
 log = logging.getLogger("turnrl")
 
 VALID_ROLES = ("system", "user", "assistant", "tool")
+STOP_WINDOW = 10  # steps whose mean loss sft.stop_loss compares (one step's loss is noisy)
 
 
 class DatasetError(ValueError):
@@ -210,8 +212,14 @@ def conversations_to_trajectories(tokenizer: PreTrainedTokenizerBase,
 
 def sft_steps(policy: nn.Module, trajectories: Sequence[Trajectory], *, pad_token_id: int,
               epochs: int, batch_size: int, lr: float, max_grad_norm: float,
-              seed: int = 0) -> Iterator[dict[str, float]]:
-    """Yield metrics after each optimizer step (AdamW, cosine decay, gradient clipping)."""
+              seed: int = 0, stop_loss: float | None = None,
+              stop_window: int = STOP_WINDOW) -> Iterator[dict[str, float]]:
+    """Yield metrics after each optimizer step (AdamW, cosine decay over ``epochs``,
+    gradient clipping).
+
+    ``stop_loss``: end early, after the first step at which the mean loss of the last
+    ``stop_window`` steps is at most this (nats per assistant token); the learning rate
+    schedule is the one of all ``epochs``, cut where training stopped."""
     batch = layout(trajectories, pad_token_id, bootstrap_truncated=False)
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=lr)
     steps_per_epoch = math.ceil(batch.size / batch_size)
@@ -221,6 +229,7 @@ def sft_steps(policy: nn.Module, trajectories: Sequence[Trajectory], *, pad_toke
     generator = torch.Generator().manual_seed(seed)
     device = next(policy.parameters()).device  # batches are laid out on the CPU
     policy.train()
+    recent: deque[float] = deque(maxlen=stop_window)
     for epoch in range(epochs):
         for rows in bucketed_batches(batch, batch_size, generator):
             micro = batch.select(rows).to(device)
@@ -236,3 +245,7 @@ def sft_steps(policy: nn.Module, trajectories: Sequence[Trajectory], *, pad_toke
             yield {"sft/loss": loss.item(), "sft/grad_norm": grad_norm,
                    "sft/tokens": float(tokens), "sft/epoch": float(epoch),
                    "sft/lr": scheduler.get_last_lr()[0]}
+            recent.append(loss.item())
+            if stop_loss is not None and len(recent) == stop_window \
+                    and sum(recent) / stop_window <= stop_loss:
+                return
