@@ -242,10 +242,11 @@ def sft_steps(policy: nn.Module, trajectories: Sequence[Trajectory], *, pad_toke
                 [p for p in policy.parameters() if p.requires_grad], max_grad_norm))
             optimizer.step()
             scheduler.step()
-            yield {"sft/loss": loss.item(), "sft/grad_norm": grad_norm,
+            value = loss.item()
+            yield {"sft/loss": value, "sft/grad_norm": grad_norm,
                    "sft/tokens": float(tokens), "sft/epoch": float(epoch),
                    "sft/lr": scheduler.get_last_lr()[0]}
-            recent.append(loss.item())
+            recent.append(value)
             if stop_loss is not None and len(recent) == stop_window \
                     and sum(recent) / stop_window <= stop_loss:
                 return
