@@ -548,6 +548,37 @@ def test_a_test_file_and_a_dataset_too_small_to_split(tmp_path):
     assert len(DatasetEnv(path=str(tmp_path / "one.jsonl"), subset="all")) == 1
 
 
+def test_a_file_is_read_once_while_unchanged_and_again_once_it_changes(tmp_path, monkeypatch):
+    """SFT and rollouts make an env per episode: the file must not be parsed each time."""
+    from turnrl.envs.builtin import dataset
+
+    reads = []
+    real_read = dataset._read
+    monkeypatch.setattr(dataset, "_read", lambda *a: reads.append(a[0]) or real_read(*a))
+    path = write_jsonl(tmp_path / "qa.jsonl", [{"question": f"q{i}", "answer": str(i)}
+                                               for i in range(10)])
+    envs = [DatasetEnv(path=str(path), subset=s) for s in ("train", "test", "all", "train")]
+    assert reads == [path]
+    assert [len(e) for e in envs] == [8, 2, 10, 8]
+    write_jsonl(path, [{"question": f"new {i}", "answer": str(i)} for i in range(20)])
+    env = DatasetEnv(path=str(path), subset="all")
+    assert reads == [path, path] and env.rows[0] == ("new 0", ("0",))
+    assert envs[2].rows[0] == ("q0", ("0",))  # an env made before keeps its rows
+
+
+def test_messages_name_the_file_and_row_a_held_out_row_is_from(tmp_path):
+    write_jsonl(tmp_path / "train.jsonl", [{"question": "q", "answer": "1"}] * 3)
+    write_jsonl(tmp_path / "test.jsonl", [{"question": "ok", "answer": "2"},
+                                          {"question": "Grade?", "answer": "???"}])
+    env = DatasetEnv(path=str(tmp_path / "train.jsonl"), test_path=str(tmp_path / "test.jsonl"),
+                     subset="test", checker="math")
+    assert env.origin(1) == f"{tmp_path / 'test.jsonl'} row 1"
+    with pytest.raises(DatasetEnvError, match=r"test\.jsonl row 1: math-verify cannot parse"):
+        env.reset(seed=1)
+    spread = DatasetEnv(path=str(tmp_path / "test.jsonl"), test_fraction=0.5, subset="test")
+    assert spread.origin(0) == f"{tmp_path / 'test.jsonl'} row 1"  # row ⌊(0 + ½) · 2 / 1⌋
+
+
 def test_reward_functions_see_the_golds_as_a_list_of_strings(tmp_path):
     """The contract: reset info's ``answer`` is every accepted gold, as strings, canonical
     first (a number in the data is its text), as search-qa-v0 gives it."""
