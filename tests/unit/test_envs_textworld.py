@@ -132,6 +132,18 @@ def test_prompt_is_compact_and_admissible_commands_only_when_asked(env, cache_di
     shown.close()
 
 
+def test_system_prompt_replaces_or_drops_the_system_message(env, cache_dir):
+    messages, _ = env.reset(seed=0)
+    bare = TextWorldEnv(**SMALL, cache_dir=cache_dir, system_prompt="")
+    bare_messages, _ = bare.reset(seed=0)
+    assert bare_messages == messages[1:] and bare.spec.kwargs["system_prompt"] == ""
+    assert [r.observation for r in play_oracle(bare)] == [r.observation for r in play_oracle(env)]
+    short = TextWorldEnv(**SMALL, cache_dir=cache_dir, system_prompt="Play.")
+    assert short.reset(seed=0)[0] == [{"role": "system", "content": "Play."}, *messages[1:]]
+    bare.close()
+    short.close()
+
+
 def test_meta_commands_and_several_commands_are_refused(cache_dir):
     env = TextWorldEnv(**{**SMALL, "max_turns": 12}, cache_dir=cache_dir)
     walkthrough = env.reset(seed=1)[1]["walkthrough"]
@@ -261,6 +273,8 @@ def test_bad_arguments_say_how_to_fix_them():
         TextWorldEnv(quest_length=3, max_turns=2)
     with pytest.raises(ValueError, match="num_rooms must be an int >= 1, got 0"):
         TextWorldEnv(num_rooms=0)
+    with pytest.raises(ValueError, match="textworld-v0: system_prompt must be a string"):
+        TextWorldEnv(system_prompt=["play"])
 
 
 def test_unknown_reset_option(env):

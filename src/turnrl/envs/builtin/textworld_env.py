@@ -48,6 +48,12 @@ is not thread-safe (one global logic parser, used when a game is generated or lo
 global RNG), so every call into it holds one process-wide lock; only the Inform 7 compiler,
 a subprocess, runs outside it, so different games still compile in parallel.
 
+**Prompt.** The episode opens with a system message, the instruction above (plus a sentence
+about the command list with ``show_admissible``), then the game's intro as the user turn.
+``system_prompt`` replaces that system message (``""`` drops it: the instruction is the same
+in every episode, and a small model trained from scratch learns the game from its
+demonstrations without it).
+
 **Observations.** The game's own text, compacted: the ASCII-art banner of the intro and the
 restart prompt after the end are cut, lines are stripped and blank lines collapsed. With
 ``show_admissible=True`` every observation (except the last) ends with ``Available
@@ -95,6 +101,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from turnrl.envs.prompts import system_messages
 from turnrl.envs.protocol import EnvSpec
 from turnrl.types import Message, StepResult
 
@@ -178,8 +185,11 @@ class TextWorldEnv:
         show_admissible: bool = False,
         max_turns: int = 20,
         cache_dir: str | None = None,
+        system_prompt: str | None = None,
     ) -> None:
         _validate(num_rooms, num_objects, quest_length, max_turns)
+        instruction = INSTRUCTION + (ADMISSIBLE_INSTRUCTION if show_admissible else "")
+        self.system_messages = system_messages(instruction, system_prompt, SPEC.id)
         self._tw = import_textworld()
         self.num_rooms, self.num_objects, self.quest_length = num_rooms, num_objects, quest_length
         self.show_admissible, self.max_turns = show_admissible, max_turns
@@ -191,6 +201,7 @@ class TextWorldEnv:
             "show_admissible": show_admissible,
             "max_turns": max_turns,
             "cache_dir": cache_dir,
+            "system_prompt": system_prompt,
         }
         self.spec = replace(SPEC, max_turns=max_turns, kwargs=kwargs)
         self._rng: random.Random | None = None
@@ -217,7 +228,6 @@ class TextWorldEnv:
         with _TEXTWORLD_LOCK:
             self._state = self._game.reset()
         self._score, self._turn, self._done = int(self._state["score"] or 0), 0, False
-        instruction = INSTRUCTION + (ADMISSIBLE_INSTRUCTION if self.show_admissible else "")
         info = {
             "game_file": str(game_file),
             "game_seed": game_seed,
@@ -226,7 +236,7 @@ class TextWorldEnv:
             "max_score": self._state["max_score"],
         }
         return [
-            {"role": "system", "content": instruction},
+            *self.system_messages,
             {"role": "user", "content": self._render(self._state["feedback"], ended=False)},
         ], info
 

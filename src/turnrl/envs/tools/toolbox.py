@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from turnrl.envs.prompts import system_messages
 from turnrl.envs.tools.arguments import ArgumentError, ToolArguments
 from turnrl.envs.tools.parsing import (
     TOOL_FORMATS,
@@ -28,6 +29,7 @@ from turnrl.envs.tools.parsing import (
 )
 from turnrl.envs.tools.schemas import ToolSchemaError, tool_schema
 from turnrl.registry import closest_name, did_you_mean
+from turnrl.types import Message
 
 __all__ = [
     "ERROR_KINDS",
@@ -135,15 +137,12 @@ class Toolbox:
                 "One tool call per turn.")
 
     def system_messages(self, instruction: str, system_prompt: str | None, env: str
-                        ) -> list[dict[str, str]]:
+                        ) -> list[Message]:
         """The messages an env's episode opens with, before the task: ``system_prompt`` as
         the system message when given (``""``: none, for a model trained from scratch that
-        learns the tools from its demonstrations), else :meth:`system_prompt`."""
-        if system_prompt is not None and not isinstance(system_prompt, str):
-            raise ValueError(f"{env}: system_prompt must be a string (\"\" for none) or null "
-                             f"for the default, got {system_prompt!r}")
-        text = self.system_prompt(instruction) if system_prompt is None else system_prompt
-        return [{"role": "system", "content": text}] if text else []
+        learns the tools from its demonstrations), else :meth:`system_prompt`
+        (:func:`turnrl.envs.prompts.system_messages`)."""
+        return system_messages(self.system_prompt(instruction), system_prompt, env)
 
     def template_schemas(self) -> list[dict[str, Any]]:
         """The schemas for ``apply_chat_template(tools=...)`` (``HasTools.tool_schemas``):
