@@ -95,6 +95,12 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(moment, uninterrupt
     assert want.keys() == got.keys()
     assert all(torch.equal(want[k], got[k]) for k in want)
     assert comparable(run_dir) == comparable(uninterrupted)
+    # the clock goes on from the checkpoint: the time column never runs back, and the
+    # wall time counts the seconds before the kill that the checkpoint kept
+    records = (run_dir / "metrics.jsonl").read_text().splitlines()
+    times = [json.loads(line)["time"] for line in records]
+    assert times == sorted(times)
+    assert json.loads((run_dir / "eval.json").read_text())["wall_time_s"] >= times[-1]
 
 
 def test_a_resumed_run_keeps_its_kl_reference(tmp_path) -> None:

@@ -164,8 +164,8 @@ def train(cfg: Config, *, resume: Path | None = None,
         if not (every and t.steps and t.steps % every == 0):
             hooks.checkpoint(t.steps)  # the final state, unless just saved
         after = evaluate_run(run, t.steps, "after RL")
-        result = RunResult(run.run_dir, state.before, after, state.history,
-                           time.perf_counter() - start)
+        result = RunResult(run.run_dir, state.before, after, state.history,  # resumed: + before
+                           time.perf_counter() - start + run.logger.resumed_s)
         with disk_space("eval.json", run.run_dir / "eval.json"):
             atomic_write_text(run.run_dir / "eval.json", json.dumps(
                 {"before": state.before, "after": after, "wall_time_s": result.wall_time_s,

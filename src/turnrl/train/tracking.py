@@ -21,19 +21,24 @@ class MetricsLogger:
         """``resume_at=(lines, step)``: a resumed run keeps the first ``lines`` records of
         ``metrics.jsonl`` (what its checkpoint had seen), so the steps it replays are recorded
         there once. (TensorBoard events are appended: a purge from ``step + 1`` would also
-        erase the SFT curve, whose steps are counted separately.)"""
+        erase the SFT curve, whose steps are counted separately.) Its clock goes on from
+        the last kept record's ``time``, which :attr:`resumed_s` holds (0.0 on a fresh run),
+        so the ``time`` column counts the run's own seconds across its processes."""
         self.path = run_dir / "metrics.jsonl"
+        self.resumed_s = 0.0
         if resume_at is not None and self.path.is_file():
-            kept = "".join(self.path.read_text(encoding="utf-8")
-                           .splitlines(keepends=True)[:resume_at[0]])
-            with disk_space("metrics.jsonl", self.path, len(kept.encode())):
-                atomic_write_text(self.path, kept)
+            lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+            kept = lines[:resume_at[0]]
+            with disk_space("metrics.jsonl", self.path, len("".join(kept).encode())):
+                atomic_write_text(self.path, "".join(kept))
+            if kept:
+                self.resumed_s = float(json.loads(kept[-1]).get("time", 0.0))
         self.lines = (len(self.path.read_text(encoding="utf-8").splitlines())
                       if self.path.is_file() else 0)
         # unbuffered: a record is written whole or fails at once (a full disk), so nothing
         # is left in a buffer to fail again at exit
         self._file = self.path.open("ab", buffering=0)
-        self._start = time.time()
+        self._start = time.time() - self.resumed_s
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
