@@ -317,7 +317,7 @@ class HFEngine:
         """Sample one token per row with the row's own parameters and generator."""
         temperature = torch.tensor([r.request.params.temperature for r in rows])
         top_p = torch.tensor([r.request.params.top_p for r in rows])
-        uniform = torch.stack([torch.rand((), generator=r.generator) for r in rows])
+        uniform = torch.tensor([r.next_uniform() for r in rows])
         tokens, logprobs = sample_rows(logits.float(), temperature.to(logits.device),
                                        top_p.to(logits.device), uniform.to(logits.device))
         for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist(), strict=True):
