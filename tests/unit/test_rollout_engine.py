@@ -267,6 +267,39 @@ def test_seeded_requests_sample_the_same_tokens_alone_or_in_a_mixed_batch(random
     assert other.token_ids != together[0].token_ids
 
 
+def test_a_rows_uniforms_are_its_generators_draws_in_order_across_blocks() -> None:
+    """Rows draw their uniforms a block at a time: the numbers and their order are those of
+    one ``torch.rand`` call per token from the same seed, past a block boundary too."""
+    from turnrl.rollout.hf_sampling import UNIFORM_BLOCK, _Row
+
+    row = _Row(_Request([1], SamplingParams(), None), torch.Generator().manual_seed(7),
+               frozenset())
+    got = [row.next_uniform() for _ in range(2 * UNIFORM_BLOCK + 5)]
+    reference = torch.Generator().manual_seed(7)
+    want = [torch.rand((), generator=reference).item() for _ in range(len(got))]
+    assert got == want
+
+
+def test_a_long_completion_samples_as_a_per_token_draw_would(random_model, tokenizer,
+                                                             prompts) -> None:
+    """A completion longer than a block of uniforms samples the tokens that inverting each
+    step's CDF at a per-token ``torch.rand`` draw of the request's seed gives."""
+    params = SamplingParams(max_new_tokens=150, temperature=1.0, seed=21)
+    got = HFEngine(random_model, eos_token_id=-1, pad_token_id=tokenizer.pad_token_id
+                   ).generate_batch([prompts[0]], params)[0]
+    assert len(got.token_ids) == 150
+    generator = torch.Generator().manual_seed(21)
+    ids = list(prompts[0])
+    with torch.no_grad():
+        for token in got.token_ids:
+            logits = random_model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+            cdf = torch.softmax(logits, -1).cumsum(-1)
+            u = torch.rand((), generator=generator)
+            want = int(torch.searchsorted(cdf, (u * cdf[-1]).view(1), right=True)[0])
+            assert token == min(want, logits.shape[-1] - 1)
+            ids.append(token)
+
+
 def test_a_groups_shared_prompt_is_prefilled_once(random_model, tokenizer, prompts) -> None:
     """Requests with the same prompt (a group's first turn) share one prefill row; each still
     samples with its own generator, as it would alone, and the log-probs stay exact."""
