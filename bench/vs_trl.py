@@ -1,17 +1,18 @@
 """TRL's GRPOTrainer vs turnrl's ``grpo`` preset: wall time per step, reward after equal samples.
 
 Both start from the same SFT'd tiny model (turnrl's SFT on ``arithmetic-v0`` oracle answers,
-run once) and train on the same single-turn task with the same settings: group size,
-prompts per step, completion length, learning rate (constant), one optimizer step per batch,
-one epoch, clip 0.2, no KL, group-normalised advantages (TRL ``scale_rewards="group"``,
-``loss_type="grpo"``: the same per-sequence token mean as turnrl's ``seq_mean_token_mean``),
-fp32 on the CPU (``use_cpu=True``, no vLLM), the whole batch in one forward pass (TRL's
-``per_device_train_batch_size``, turnrl's ``micro_batch_size``). The reward is the env's own
-check in both. For each thread count (``--threads``, 1 and 2 by default) the two alternate,
-run by run, ``--rounds`` times; per framework the table gives the median wall time of a step
-(steps after ``--warmup`` steps, over all rounds) and the success on held-out tasks after
-training (turnrl's evaluator for both models) over all rounds' evaluations, with its 95%
-Wilson interval, beside the SFT start's. turnrl samples with ``--engine`` (``hf``, the
+with a share answered at random; the first recipe whose held-out success lies in 0.15–0.45, so
+that both have room to climb) and train on the same single-turn task with the same settings:
+group size, prompts per step, completion length, learning rate (constant), one optimizer step
+per batch, one epoch, clip 0.2, no KL, group-normalised advantages (TRL
+``scale_rewards="group"``, ``loss_type="grpo"``: the same per-sequence token mean as turnrl's
+``seq_mean_token_mean``), fp32 on the CPU (``use_cpu=True``, no vLLM), the whole batch in one
+forward pass (TRL's ``per_device_train_batch_size``, turnrl's ``micro_batch_size``). The reward
+is the env's own check in both. For each thread count (``--threads``, 1 and 2 by default) the
+two alternate, run by run, ``--rounds`` times; per framework the table gives the median wall
+time of a step (steps after ``--warmup`` steps, over all rounds) and the success on held-out
+tasks after training (turnrl's evaluator for both models) over all rounds' evaluations, with
+its 95% Wilson interval, beside the SFT start's. turnrl samples with ``--engine`` (``hf``, the
 faster engine for this job on CPU: ``bench/engines.py``).
 
     pip install 'turnrl[bench]'            # TRL
@@ -32,13 +33,17 @@ from pathlib import Path
 
 from common import RESULTS, ROOT, write_results
 
-# single-digit operands, and an SFT start with room to climb: 10 epochs on 2000
-# demonstrations of which a fifth answer at random solve 0.20 of 256 held-out tasks when
-# sampling (at 0.5 random the start solved 0.04, at 0.3 0.02 and with none 0.61: this tiny
-# model learns the sums all at once or not at all, so the recipe is pinned, seed included)
+# single-digit operands, and an SFT start with room to climb. This tiny model learns the sums
+# all at once or not at all, and where it tips depends on the CPU's rounding: 10 epochs on
+# 2000 demonstrations of which a fifth answer at random solved 0.199 of the held-out tasks on
+# one machine and 0.113 on another, and 12 epochs with 0.15 random 0.348 there, 14 epochs
+# with 0.2 random 0.063. So the start is searched: the recipes below, in order, until one's
+# held-out success lies in START_RANGE (every try is recorded in the results).
 ENV_KWARGS = {"min_value": 0, "max_value": 9}
 ENV = ["env.id=arithmetic-v0", "env.kwargs={min_value: 0, max_value: 9}"]
-SFT = ["sft.epochs=10", "sft.lr=3e-3", "sft.random_action_prob=0.2"]
+SFT_RECIPES = [(10, 0.2), (12, 0.15), (12, 0.2), (10, 0.15), (12, 0.1), (14, 0.15),
+               (10, 0.1), (14, 0.1)]  # (sft.epochs, sft.random_action_prob), sft.lr 3e-3
+START_RANGE = (0.15, 0.45)
 
 
 def base_overrides(args: argparse.Namespace, out: Path, threads: int) -> list[str]:
@@ -51,16 +56,33 @@ def base_overrides(args: argparse.Namespace, out: Path, threads: int) -> list[st
             f"train.lr={args.lr}", f"eval.episodes={args.eval_episodes}"]
 
 
-def sft_start(args: argparse.Namespace, out: Path) -> Path:
-    """turnrl's SFT warm start on arithmetic, saved as a model dir both frameworks load
-    (``run_sft`` also evaluates it once; that evaluation is not used here)."""
+def sft_start(args: argparse.Namespace, out: Path) -> tuple[Path, float, list[dict]]:
+    """turnrl's SFT warm start on arithmetic, saved as a model dir both frameworks load: the
+    first of ``SFT_RECIPES`` whose held-out success lies in ``START_RANGE`` (else the one
+    closest to its middle, with a warning). Returns its dir, its success and every try."""
+    import torch
+
     from turnrl.config import load_config
     from turnrl.train.setup import run_sft
 
-    _, path, _ = run_sft(load_config(ROOT / "configs" / "default.yaml", [
-        *base_overrides(args, out, max(args.threads)), *SFT, "run.name=sft", "train.steps=0"]),
-        out=out / "sft_model")
-    return path
+    tries: list[dict] = []
+    for epochs, random_prob in SFT_RECIPES:
+        name = f"sft_{epochs}ep_{random_prob}"
+        _, path, _ = run_sft(load_config(ROOT / "configs" / "default.yaml", [
+            *base_overrides(args, out, max(args.threads)), f"sft.epochs={epochs}",
+            "sft.lr=3e-3", f"sft.random_action_prob={random_prob}", f"run.name={name}",
+            "train.steps=0", "eval.episodes=1"]), out=out / name)  # evaluated below
+        torch.set_num_threads(max(args.threads))
+        tries.append({"epochs": epochs, "random_action_prob": random_prob, "path": str(path),
+                      "success": held_out_success(path, args)})
+        print("SFT start", tries[-1], flush=True)
+        if START_RANGE[0] <= tries[-1]["success"] <= START_RANGE[1]:
+            return path, tries[-1]["success"], tries
+    middle = sum(START_RANGE) / 2
+    best = min(tries, key=lambda t: abs(t["success"] - middle))
+    print(f"warning: no SFT recipe reached a held-out success in {START_RANGE}; using the "
+          f"closest, {best}", file=sys.stderr, flush=True)
+    return Path(best["path"]), best["success"], tries
 
 
 def held_out_success(model_dir: Path, args: argparse.Namespace) -> float:
@@ -189,8 +211,10 @@ def summarise(runs: dict[str, list[dict]], warmup: int, episodes: int) -> dict:
 
 
 def markdown(result: dict) -> str:
+    tries = "; ".join(f"{t['epochs']} epochs at {t['random_action_prob']} random: "
+                      f"{t['success']:.3f}" for t in result.get("sft_tries", []))
     lines = [f"SFT start: held-out success {result['start_success']:.3f} "
-             f"({result['eval_episodes']} tasks)\n",
+             f"({result['eval_episodes']} tasks; recipes tried: {tries})\n",
              "| threads | framework | median s/step | held-out success after training "
              "[95% CI] | per round |", "|---|---|---|---|---|"]
     for threads, s in result["summary"].items():
@@ -225,14 +249,10 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if args.steps <= args.warmup:
         parser.error(f"--steps {args.steps} leaves no step to time after --warmup {args.warmup}")
-    import torch
     import trl
 
     out = Path(tempfile.mkdtemp(prefix="turnrl-vs-trl-"))
-    sft = sft_start(args, out)
-    torch.set_num_threads(max(args.threads))
-    start = held_out_success(sft, args)
-    print("SFT start", start, flush=True)
+    sft, start, tries = sft_start(args, out)
     runs: dict[int, dict[str, list[dict]]] = {}
     for threads in args.threads:
         runs[threads] = {"turnrl": [], "trl": []}
@@ -248,7 +268,8 @@ def main(argv: list[str]) -> None:
                 f"{args.max_new_tokens} tokens per step, {args.steps} steps, lr {args.lr}, "
                 f"{args.rounds} rounds")
     result = {"trl_version": trl.__version__, "engine": args.engine, "settings": settings,
-              "start_success": start, "eval_episodes": args.eval_episodes, "runs": runs,
+              "start_success": start, "sft_tries": tries, "eval_episodes": args.eval_episodes,
+              "runs": runs,
               "summary": {t: summarise(r, args.warmup, args.eval_episodes)
                           for t, r in runs.items()}}
     write_results(args.results_dir, "vs_trl", result, markdown(result))
