@@ -212,7 +212,7 @@ def summarise(runs: dict[str, list[dict]], warmup: int, episodes: int) -> dict:
 
 def markdown(result: dict) -> str:
     tries = "; ".join(f"{t['epochs']} epochs at {t['random_action_prob']} random: "
-                      f"{t['success']:.3f}" for t in result.get("sft_tries", []))
+                      f"{t['success']:.3f}" for t in result["sft_tries"])
     lines = [f"SFT start: held-out success {result['start_success']:.3f} "
              f"({result['eval_episodes']} tasks; recipes tried: {tries})\n",
              "| threads | framework | median s/step | held-out success after training "

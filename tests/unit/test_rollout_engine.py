@@ -11,6 +11,7 @@ import torch
 from turnrl.models.chat import encode, render
 from turnrl.rollout.engine import Completion, Engine, SamplingParams
 from turnrl.rollout.hf import GrowingLayer, HFEngine, _Request, sample_rows, sample_tokens
+from turnrl.rollout.hf_sampling import UNIFORM_BLOCK, _Row
 
 GREEDY = SamplingParams(max_new_tokens=8, temperature=0.0)
 
@@ -270,8 +271,6 @@ def test_seeded_requests_sample_the_same_tokens_alone_or_in_a_mixed_batch(random
 def test_a_rows_uniforms_are_its_generators_draws_in_order_across_blocks() -> None:
     """Rows draw their uniforms a block at a time: the numbers and their order are those of
     one ``torch.rand`` call per token from the same seed, past a block boundary too."""
-    from turnrl.rollout.hf_sampling import UNIFORM_BLOCK, _Row
-
     row = _Row(_Request([1], SamplingParams(), None), torch.Generator().manual_seed(7),
                frozenset())
     got = [row.next_uniform() for _ in range(2 * UNIFORM_BLOCK + 5)]
