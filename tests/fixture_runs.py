@@ -23,7 +23,7 @@ TINY_RUN = [
     "train.mini_batch_size=8", "train.micro_batch_size=4", "train.eval_every=2",
     "train.save_samples=8", "sft.episodes=50", "sft.lr=3e-2", "sft.epochs=4",
     "sft.batch_size=16", "eval.episodes=8", "log.progress=false", "run.threads=1",
-    *(f"model.tiny.{key}={getattr(TINY, key)}" for key in (
+    "model.path=tiny-random", *(f"model.tiny.{key}={getattr(TINY, key)}" for key in (
         "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size")),
 ]
 

@@ -21,6 +21,8 @@ from rich.table import Table
 
 from turnrl.console import set_verbosity, tolerate_any_encoding
 from turnrl.io import DiskFullError
+from turnrl.pretrain.command import PretrainUsageError
+from turnrl.pretrain.command import add_parsers as add_pretrain_parsers
 from turnrl.registry import UnknownNameError
 
 DEFAULT_CONFIG = "configs/default.yaml"
@@ -78,7 +80,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from turnrl.train.sft import DatasetError
 
     return (ConfigError, ModelLoadError, DatasetError, ChatTemplateError, UnknownNameError,
-            EnvPluginError, UsageError, CheckpointError, RunDirLocked, ReportError, RecipeError)
+            EnvPluginError, UsageError, CheckpointError, RunDirLocked, ReportError, RecipeError,
+            PretrainUsageError)
 
 
 # ---------------------------------------------------------------------- commands
@@ -443,11 +446,16 @@ def _with_kwargs(name: str, kwargs: dict) -> str:
 
 def cmd_init_model(args: argparse.Namespace) -> int:
     from turnrl.config import TinyConfig
-    from turnrl.models.tiny import init_tiny_model
+    from turnrl.models.base import write_builtin
 
     cfg = TinyConfig(**{name: getattr(args, name) for name in TinyConfig.model_fields})
-    path = init_tiny_model(args.path, cfg)
-    Console().print(f"tiny model written to [bold]{path}[/] (load it with model.path={path})")
+    if not args.random and cfg != TinyConfig():
+        raise UsageError("the shape options (--hidden-size, ...) shape the random init: add "
+                         "--random, or drop them to write the pretrained base")
+    name = "tiny-random" if args.random else "tiny"
+    path = write_builtin(name, Path(args.path), cfg)
+    what = "randomly initialised tiny model" if args.random else "pretrained base model"
+    Console().print(f"{what} written to [bold]{path}[/] (load it with model.path={path})")
     return 0
 
 
@@ -539,7 +547,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "settings); flags and key=value overrides change that, e.g. `turnrl "
                        "eval runs/default eval.episodes=512 env.kwargs.hole_prob=0.2`.")
     p.add_argument("model", metavar="RUN_OR_MODEL",
-                   help="a run dir (its newest checkpoint), a model dir, a hub id or 'tiny'")
+                   help="a run dir (its newest checkpoint), a model dir, a hub id, 'tiny' (the "
+                   "built-in base) or 'tiny-random'")
     p.add_argument("items", nargs="*", metavar="key.sub=value",
                    help="config overrides, as for `turnrl train`")
     p.add_argument("--env", help="env id, e.g. frozenlake-v0 (default: the run's; needed for "
@@ -558,7 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "on HOST:PORT with the run's newest checkpoint (or a model dir, hub id "
                        "or 'tiny'): for evaluation, demos, or pointing an agent at it.")
     p.add_argument("model", metavar="RUN_OR_MODEL",
-                   help="a run dir (its newest checkpoint), a model dir, a hub id or 'tiny'")
+                   help="a run dir (its newest checkpoint), a model dir, a hub id, 'tiny' (the "
+                   "built-in base) or 'tiny-random'")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: a free one)")
     p.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="sampling engine")
@@ -680,16 +690,23 @@ def build_parser() -> argparse.ArgumentParser:
                        "algo.loss_agg=token_mean.")
     p.set_defaults(fn=cmd_algos)
 
-    p = add("init-model", help="write the built-in tiny model to a directory",
-                       description="Build the character-level tokenizer and a small Llama-"
-                       "architecture model, saved in the Hugging Face format.")
+    p = add("init-model", help="write the built-in base model (or its random init) to a "
+            "directory", description="Write the built-in base (model.path=tiny: a small "
+            "Llama-architecture model with a character-level ChatML tokenizer, pretrained by "
+            "`turnrl pretrain`) in the Hugging Face format; --random writes the random init "
+            "instead (model.path=tiny-random), of the shape the options give.")
     p.add_argument("path", help="output directory")
+    p.add_argument("--random", action="store_true", help="the random init (tiny-random), not "
+                   "the pretrained base")
     from turnrl.config import TinyConfig
 
     for name, info in TinyConfig.model_fields.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=info.default,
                        help=f"{info.description} (default {info.default})")
     p.set_defaults(fn=cmd_init_model)
+    from turnrl.config import PretrainConfig, config_help
+
+    add_pretrain_parsers(add, "config keys:\n" + config_help(PretrainConfig))
     return parser
 
 

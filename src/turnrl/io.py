@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import os
 import shutil
 import tempfile
@@ -25,6 +26,18 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 NO_SPACE_TEXT = tuple(os.strerror(code) for code in NO_SPACE) + tuple(
     f"os error {code}" for code in NO_SPACE)
 LOCK_FILE = ".lock"
+
+
+def new_run_dir(out_dir: str | Path, name: str) -> Path:
+    """Make and return ``<out_dir>/<name>``, or ``<name>-2``, ``-3``... if taken."""
+    root = Path(out_dir)
+    for n in itertools.count(1):
+        run_dir = root / (name if n == 1 else f"{name}-{n}")
+        with contextlib.suppress(FileExistsError):  # taken (also by a run starting now)
+            with disk_space("the run directory", run_dir):
+                run_dir.mkdir(parents=True)
+            return run_dir
+    raise AssertionError("unreachable")
 
 
 class DiskFullError(RuntimeError):

@@ -15,8 +15,9 @@ import pytest
 from turnrl.config import load_config
 from turnrl.train.loop import train
 
-TINY_MODEL = ["model.tiny.hidden_size=32", "model.tiny.num_layers=1", "model.tiny.num_heads=2",
-              "model.tiny.num_kv_heads=1", "model.tiny.intermediate_size=64"]
+TINY_MODEL = ["model.path=tiny-random", "model.tiny.hidden_size=32", "model.tiny.num_layers=1",
+              "model.tiny.num_heads=2", "model.tiny.num_kv_heads=1",
+              "model.tiny.intermediate_size=64"]
 
 
 def train_with_grpo(tmp_path: Path, seed: int, overrides: list[str]) -> dict:

@@ -264,7 +264,7 @@ def test_turnrl_train_runs_the_guess_example(tmp_path) -> None:
         f"agent.eval_tasks={data / 'guess_eval_tasks.jsonl'}", "sft.enabled=false",
         "train.steps=1", "train.n_groups=2", "train.group_size=2", "train.mini_batch_size=4",
         "train.micro_batch_size=4", "eval.episodes=2", "rollout.max_new_tokens=4",
-        "model.tiny.hidden_size=32", "model.tiny.num_layers=1",
+        "model.path=tiny-random", "model.tiny.hidden_size=32", "model.tiny.num_layers=1",
         "model.tiny.intermediate_size=64", "log.progress=false", "log.tensorboard=false",
         f"run.out_dir={tmp_path}"])
     result = train(cfg)

@@ -28,7 +28,7 @@ def overrides(tmp_path: Path, agent: str, *extra: str) -> list[str]:
     return [f"agent.entry_point=agent_programs:{agent}", f"agent.tasks={tasks}",
             "sft.enabled=false", "train.steps=2", "train.n_groups=2", "train.group_size=3",
             "train.mini_batch_size=6", "train.micro_batch_size=6", "eval.episodes=4",
-            "model.tiny.hidden_size=32", "model.tiny.num_layers=1",
+            "model.path=tiny-random", "model.tiny.hidden_size=32", "model.tiny.num_layers=1",
             "model.tiny.intermediate_size=64", "log.progress=false", "log.tensorboard=false",
             f"run.out_dir={tmp_path / 'runs'}", *extra]
 

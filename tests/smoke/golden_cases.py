@@ -22,9 +22,10 @@ from pathlib import Path
 ISSUE_RUN = ["run.seed=0", "train.steps=3", "sft.episodes=200", "sft.epochs=1",
              "eval.episodes=16", "train.n_groups=4", "train.group_size=4",
              "train.mini_batch_size=16", "run.threads=1", "log.progress=false",
-             "log.tensorboard=false"]
-TINY_MODEL = ["model.tiny.hidden_size=32", "model.tiny.num_layers=1", "model.tiny.num_heads=2",
-              "model.tiny.num_kv_heads=1", "model.tiny.intermediate_size=64"]
+             "log.tensorboard=false", "model.path=tiny-random"]  # recorded from the random init
+TINY_MODEL = ["model.path=tiny-random", "model.tiny.hidden_size=32", "model.tiny.num_layers=1",
+              "model.tiny.num_heads=2", "model.tiny.num_kv_heads=1",
+              "model.tiny.intermediate_size=64"]
 # easy arithmetic after a strong SFT: groups with mixed rewards, so every update moves weights
 SIGNAL_RUN = ["run.seed=0", "train.steps=3", "train.n_groups=2", "train.group_size=4",
               "train.mini_batch_size=8", "train.micro_batch_size=4", "sft.episodes=50",
@@ -36,8 +37,9 @@ SIGNAL_RUN = ["run.seed=0", "train.steps=3", "train.n_groups=2", "train.group_si
 # slightly wider model so that its groups have reward spread
 TURN_RUN = [*SIGNAL_RUN[:-3], "env.id=frozenlake-v0", "env.kwargs={max_size: 4, hole_prob: 0.1}",
             "rollout.max_new_tokens=6", "sft.episodes=300", "sft.epochs=4",
-            "model.tiny.hidden_size=64", "model.tiny.num_layers=2", "model.tiny.num_heads=4",
-            "model.tiny.num_kv_heads=2", "model.tiny.intermediate_size=128", "sft.lr=3e-3"]
+            "model.path=tiny-random", "model.tiny.hidden_size=64", "model.tiny.num_layers=2",
+            "model.tiny.num_heads=4", "model.tiny.num_kv_heads=2",
+            "model.tiny.intermediate_size=128", "sft.lr=3e-3"]
 
 CASES: dict[str, list[str]] = {
     "issue-grpo": [*ISSUE_RUN, "algo.preset=grpo"],

@@ -27,7 +27,8 @@ from turnrl.train.setup import Model, build_learner, open_run
 pytestmark = pytest.mark.slow
 
 TINY_MODEL = [
-    "model.tiny.hidden_size=32", "model.tiny.num_layers=1", "model.tiny.num_heads=2",
+    "model.path=tiny-random", "model.tiny.hidden_size=32", "model.tiny.num_layers=1",
+    "model.tiny.num_heads=2",
     "model.tiny.num_kv_heads=1", "model.tiny.intermediate_size=64",
 ]
 EASY_ARITHMETIC = ["env.id=arithmetic-v0", "env.kwargs={min_value: 0, max_value: 1}",

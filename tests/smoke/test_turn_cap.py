@@ -12,8 +12,8 @@ from turnrl.report.runs import load_run
 
 pytestmark = pytest.mark.slow
 
-TINY_MODEL = [f"model.tiny.{key}={getattr(TINY, key)}" for key in (
-    "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size")]
+TINY_MODEL = ["model.path=tiny-random", *(f"model.tiny.{key}={getattr(TINY, key)}" for key in (
+    "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size"))]
 
 
 def assistant_turns(episode: dict) -> int:

@@ -184,8 +184,13 @@ CASES = [
     ("hidden run name", ["train", "run.name=.tmp"], ["run.name", "'.tmp'"]),
     ("empty run name", ["train", "run.name=''"], ["run.name", "''"]),
     # the context budget fits the model
-    ("context longer than the tiny model", ["train", "rollout.max_context_tokens=4096"],
+    ("context longer than the built-in base", ["train", "rollout.max_context_tokens=4096"],
+     ["rollout.max_context_tokens", "4096", "2048", "model.path=tiny"]),
+    ("context longer than the random init", ["train", "model.path=tiny-random",
+                                             "rollout.max_context_tokens=4096"],
      ["rollout.max_context_tokens", "4096", "2048", "model.tiny.max_position_embeddings"]),
+    ("a reshaped base", ["train", "model.tiny.hidden_size=64"],
+     ["model.tiny.hidden_size=64", "model.path=tiny-random", "128"]),
     # more registry names and cross-key checks
     ("unknown batch filter", ["train", "algo.filters=[dynamic_sampler]"],
      ["algo.filters", "dynamic_sampling"]),

@@ -107,7 +107,7 @@ def test_bad_sft_dataset_is_one_error_line_with_file_and_line(tmp_path: Path, ca
                          {"role": "assistant", "content": "2"}]}
     data.write_text(json.dumps(good) + "\n{oops\n")
     argv = ["train", "sft.source=jsonl", f"sft.path={data}", "run.out_dir=out", "run.threads=1",
-            "log.progress=false", "log.tensorboard=false",
+            "log.progress=false", "log.tensorboard=false", "model.path=tiny-random",
             *[f"model.tiny.{k}={v}" for k, v in (("hidden_size", 32), ("num_layers", 1),
                                                    ("num_heads", 2), ("num_kv_heads", 1),
                                                    ("intermediate_size", 64))]]
@@ -125,7 +125,7 @@ def test_eval_of_a_missing_model_dir_is_one_error_line(tmp_path: Path, capsys) -
 
 def test_init_model_writes_a_loadable_model(tmp_path: Path, capsys) -> None:
     out_dir = tmp_path / "model"
-    assert main(["init-model", str(out_dir), *SMALL_MODEL_ARGS, "--seed", "5"]) == 0
+    assert main(["init-model", str(out_dir), "--random", *SMALL_MODEL_ARGS, "--seed", "5"]) == 0
     assert str(out_dir) in capsys.readouterr().out
     tokenizer = load_tokenizer(out_dir)
     model = load_policy(out_dir, dtype=torch.float32, device=torch.device("cpu"))

@@ -162,11 +162,23 @@ def test_lora_targets_are_not_checked_when_lora_is_off() -> None:
 
 def test_context_budget_fits_the_tiny_model_it_describes() -> None:
     preflight.check_model(load_config(None, ["rollout.max_context_tokens=2048"]))
-    preflight.check_model(load_config(None, ["rollout.max_context_tokens=4096",
+    random_init = ["model.path=tiny-random"]
+    preflight.check_model(load_config(None, [*random_init, "rollout.max_context_tokens=4096",
                                              "model.tiny.max_position_embeddings=4096"]))
     with pytest.raises(ConfigError, match=r"512 positions \(model.tiny.max_position_embeddings"
                        r"\); set rollout.max_context_tokens <= 512"):
-        preflight.check_model(load_config(None, ["model.tiny.max_position_embeddings=512"]))
+        preflight.check_model(load_config(None, [*random_init,
+                                                 "model.tiny.max_position_embeddings=512"]))
+    with pytest.raises(ConfigError, match=r"2048 positions \(max_position_embeddings of the "
+                       r"built-in base \(model.path=tiny\)\)"):
+        preflight.check_model(load_config(None, ["rollout.max_context_tokens=4096"]))
+
+
+def test_the_base_keeps_its_shape() -> None:
+    with pytest.raises(ConfigError, match=r"model.tiny.num_layers=2 shapes the random init "
+                       r"\(model.path=tiny-random\), but model.path=tiny is the pretrained "
+                       r"base, whose num_layers is 4"):
+        preflight.check_model(load_config(None, ["model.tiny.num_layers=2"]))
 
 
 def test_a_reference_reward_needs_an_env_with_answers_or_its_own() -> None:

@@ -18,7 +18,8 @@ from turnrl.train.loop import train
 
 require_vllm()
 
-TINY = [f"model.tiny.{key}={value}" for key, value in VLLM_TINY.model_dump().items()]
+TINY = ["model.path=tiny-random",
+        *(f"model.tiny.{key}={value}" for key, value in VLLM_TINY.model_dump().items())]
 RUN = [*TINY, "env.id=arithmetic-v0", "env.kwargs={min_value: 0, max_value: 1}",
        "rollout.max_new_tokens=4", "rollout.engine=vllm", "train.n_groups=4",
        "train.group_size=4", "train.mini_batch_size=16", "train.micro_batch_size=8",

@@ -19,6 +19,7 @@ Modules: :mod:`~turnrl.config.sections` and :mod:`~turnrl.config.schema` (the mo
 from turnrl.config.errors import ConfigError, ConfigIssue, validate_names
 from turnrl.config.help import config_help
 from turnrl.config.loading import dump_config, load_config, save_config
+from turnrl.config.pretrain import PretrainConfig
 from turnrl.config.schema import (
     AlgoConfig,
     Config,
@@ -57,6 +58,7 @@ __all__ = [
     "LogConfig",
     "LoraConfig",
     "ModelConfig",
+    "PretrainConfig",
     "RewardConfig",
     "RolloutConfig",
     "RunConfig",

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from turnrl.config.errors import show
 from turnrl.config.schema import Config
@@ -64,10 +65,11 @@ def _help_lines(
                             subsequent_indent=" " * 6, break_on_hyphens=False)
 
 
-def config_help() -> str:
-    """Every config key with its type, default and description (for ``turnrl train --help``)."""
-    schema = Config.model_json_schema()
-    defaults = Config().model_dump(mode="json")  # default_factory values are not in the schema
+def config_help(root: type[BaseModel] = Config) -> str:
+    """Every config key of the tree ``root`` with its type, default and description (for
+    ``turnrl train --help``; ``turnrl pretrain --help`` passes ``PretrainConfig``)."""
+    schema = root.model_json_schema()
+    defaults = root().model_dump(mode="json")  # default_factory values are not in the schema
     lines = _help_lines(schema, schema.get("$defs", {}), defaults, "")
     head = "Config keys (set them in the YAML file or as key.sub=value overrides):"
     return "\n".join([head, *lines]).rstrip() + "\n"

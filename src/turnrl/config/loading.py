@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast, get_origin
+from typing import Any, Literal, TypeVar, cast, get_origin, overload
 
 import yaml
 from omegaconf import OmegaConf
@@ -27,8 +27,10 @@ from turnrl.config.errors import (
     unknown_key_message,
 )
 from turnrl.config.schema import Config
-from turnrl.config.sections import union_members
+from turnrl.config.sections import Section, union_members
 from turnrl.io import atomic_write_text
+
+S = TypeVar("S", bound=Section)
 
 # --------------------------------------------------------------------------------------
 # YAML with line numbers
@@ -64,7 +66,8 @@ def _read_text(path: Path, source: str) -> str:
         raise ConfigError(f"{source}: cannot read the file: {exc}") from None
 
 
-def _read_yaml(path: Path, source: str) -> tuple[dict[str, Any], dict[str, int]]:
+def _read_yaml(path: Path, source: str, schema: type[BaseModel] = Config
+               ) -> tuple[dict[str, Any], dict[str, int]]:
     """Read a YAML mapping and the line of each key; any problem is a ConfigError."""
     text = _read_text(path, source)
     try:
@@ -87,7 +90,7 @@ def _read_yaml(path: Path, source: str) -> tuple[dict[str, Any], dict[str, int]]
     if not isinstance(data, dict):
         raise ConfigError(
             f"{source}:1: the top level must be a mapping of sections "
-            f"({', '.join(Config.model_fields)}), got {kind_of(data)}"
+            f"({', '.join(schema.model_fields)}), got {kind_of(data)}"
         )
     return data, lines
 
@@ -109,9 +112,9 @@ _FREE_FORM = object()  # marker: below a dict field (env.kwargs, ...), any sub-k
 _SYNTAX = "expected key.sub=value, e.g. train.lr=1e-4"
 
 
-def _resolve_key(dotted: str) -> Any:
+def _resolve_key(dotted: str, schema: type[BaseModel] = Config) -> Any:
     """Check a dotted key against the schema; return its leaf annotation (or _FREE_FORM)."""
-    current: Any = Config
+    current: Any = schema
     parts = dotted.split(".")
     for index, part in enumerate(parts):
         parent = ".".join(parts[:index])
@@ -130,14 +133,14 @@ def _is_str_type(annotation: Any) -> bool:
     return get_origin(annotation) is Literal or str in union_members(annotation)
 
 
-def _parse_override(text: str) -> tuple[str, Any]:
+def _parse_override(text: str, schema: type[BaseModel] = Config) -> tuple[str, Any]:
     """``(dotted key, value)`` of ``key.sub=value``, the key checked against the schema."""
     where = f"override {text!r}"
     dotted, raw = (part.strip() for part in text.partition("=")[::2])
     if "=" not in text or not all(dotted.split(".")):
         raise ConfigError([ConfigIssue(None, _SYNTAX, where)])
     try:
-        leaf = _resolve_key(dotted)
+        leaf = _resolve_key(dotted, schema)
     except ValueError as exc:  # unknown key, or a key below a value
         raise ConfigError([ConfigIssue(dotted, str(exc), where)]) from None
     try:  # OmegaConf's YAML typing of the value (1e-4 is a float, [1,2] a list)
@@ -175,10 +178,10 @@ def _kwargs_of_another_env(data: dict[str, Any], parsed: list[tuple[str, str, An
     return [*resets, *parsed]
 
 
-def _merge_overrides(data: dict[str, Any], overrides: Sequence[str], origin: Origin
-                     ) -> dict[str, Any]:
+def _merge_overrides(data: dict[str, Any], overrides: Sequence[str], origin: Origin,
+                     schema: type[BaseModel] = Config) -> dict[str, Any]:
     """The file's ``data`` with each override set at its key, later ones winning."""
-    parsed = _kwargs_of_another_env(data, [(text, *_parse_override(text))
+    parsed = _kwargs_of_another_env(data, [(text, *_parse_override(text, schema))
                                            for text in overrides])
     if not parsed:
         return data  # the file's values as read, without a round trip through OmegaConf
@@ -206,11 +209,22 @@ def _merge_overrides(data: dict[str, Any], overrides: Sequence[str], origin: Ori
 # --------------------------------------------------------------------------------------
 
 
-def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
+@overload
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config: ...
+
+
+@overload
+def load_config(path: str | Path | None, overrides: Sequence[str] = (), *,
+                schema: type[S]) -> S: ...
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = (), *,
+                schema: type[Section] = Config) -> Section:
     """Read a YAML config (None = defaults only), apply ``key.sub=value`` overrides, validate.
 
     Override values are parsed as YAML: ``train.lr=1e-4``, ``log.wandb=false``,
-    ``eval.pass_k=[1,2]``, ``env.kwargs.max_turns=12``. Later overrides win.
+    ``eval.pass_k=[1,2]``, ``env.kwargs.max_turns=12``. Later overrides win. ``schema``: the
+    config tree (``Config`` for ``turnrl train``, ``PretrainConfig`` for ``turnrl pretrain``).
     Raises :class:`ConfigError` with file, line, key and fix for any mistake.
     """
     if isinstance(overrides, str):
@@ -220,24 +234,24 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
         origin = Origin()
     else:
         source = str(path)
-        data, lines = _read_yaml(Path(path), source)
+        data, lines = _read_yaml(Path(path), source, schema)
         origin = Origin(source=source, lines=lines)
-    data = _merge_overrides(data, overrides, origin)
+    data = _merge_overrides(data, overrides, origin, schema)
     try:
-        cfg = Config.model_validate(data)
+        cfg = schema.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(issues_from(exc, origin, Config)) from None
-    cfg._origin = origin
+        raise ConfigError(issues_from(exc, origin, schema)) from None
+    cfg._origin = origin  # type: ignore[attr-defined]  # every config tree has one
     return cfg
 
 
-def dump_config(cfg: Config) -> str:
+def dump_config(cfg: Section) -> str:
     """YAML of the fully resolved config, keys in declaration order; load_config reads it back."""
     return yaml.safe_dump(
         cfg.model_dump(mode="json"), sort_keys=False, default_flow_style=False, allow_unicode=True
     )
 
 
-def save_config(cfg: Config, path: str | Path) -> None:
+def save_config(cfg: Section, path: str | Path) -> None:
     """Write :func:`dump_config` to ``path`` atomically (temp file in the same folder + rename)."""
     atomic_write_text(path, dump_config(cfg))

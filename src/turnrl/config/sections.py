@@ -114,7 +114,8 @@ class LoraConfig(Section):
 
 
 class TinyConfig(Section):
-    """Shape of the built-in tiny model (used when model.path is 'tiny')."""
+    """Shape of the built-in model's random initialisation (model.path 'tiny-random'; the
+    pretrained 'tiny' has the shape it was pretrained with)."""
 
     hidden_size: int = Field(128, gt=0, description="Width of the residual stream.")
     num_layers: int = Field(4, gt=0, description="Number of transformer blocks.")
@@ -148,7 +149,9 @@ class ModelConfig(Section):
 
     path: str = Field(
         "tiny",
-        description="'tiny' builds the built-in model; else a local Hugging Face dir or hub id.",
+        description="'tiny': the built-in base, pretrained and shipped (`turnrl pretrain`); "
+        "'tiny-random': the same architecture, randomly initialised (shape: model.tiny); else "
+        "a local Hugging Face dir or hub id.",
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="Weights dtype; auto = float32 on CPU, bfloat16 on GPU."

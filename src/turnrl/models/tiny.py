@@ -84,17 +84,24 @@ def build_model(vocab_size: int, config: TinyConfig | None = None) -> LlamaForCa
     return model.float()
 
 
-def init_tiny_model(path: str | Path, config: TinyConfig | None = None) -> Path:
-    """Build the tokenizer and model and save both to ``path`` (a Hugging Face model dir)."""
+def save_model_dir(path: str | Path, model: LlamaForCausalLM,
+                   tokenizer: PreTrainedTokenizerFast) -> Path:
+    """Save ``model`` and ``tokenizer`` to ``path`` as a Hugging Face model dir, with the
+    tokenizer's end-of-turn and pad tokens in the model's config and generation config."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer()
-    model = build_model(len(tokenizer), config)
-    model.config.eos_token_id = tokenizer.eos_token_id
-    model.config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    for config in (model.config, model.generation_config):
+        config.eos_token_id = tokenizer.eos_token_id
+        config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
+    return path
+
+
+def init_tiny_model(path: str | Path, config: TinyConfig | None = None) -> Path:
+    """Build the tokenizer and a randomly initialised model (``tiny-random``) and save both
+    to ``path`` (a Hugging Face model dir)."""
+    tokenizer = build_tokenizer()
+    path = save_model_dir(path, build_model(len(tokenizer), config), tokenizer)
     (path / "turnrl_tiny.json").write_text((config or TinyConfig()).model_dump_json() + "\n")
     return path

@@ -42,7 +42,7 @@ def run_tokenizer(run: RunRecord) -> Any:
     if newest is not None:
         candidates.append(str(newest))
     source = run.config.get("model", {}).get("path")
-    if isinstance(source, str) and source != "tiny":
+    if isinstance(source, str) and source not in ("tiny", "tiny-random"):
         candidates.append(source)
     for candidate in candidates:
         if candidate.startswith(str(run.path)) and not Path(candidate).is_dir():

@@ -40,6 +40,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from turnrl.config.errors import ConfigError
+from turnrl.models.base import BUILTIN, shipped_base_digest
 
 __all__ = ["Cell", "PlannedRun", "Recipe", "RecipeError", "load_recipe", "plan_runs"]
 
@@ -265,11 +266,23 @@ def _without_later_defaults(resolved: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _keyed_model(resolved: dict[str, Any]) -> dict[str, Any]:
+    """``resolved`` with ``model.path`` as the keys name it. ``tiny`` meant the random init
+    until the pretrained base shipped (issue 40): records and SFT starts made then keep their
+    keys as ``tiny-random``'s, and ``tiny`` (the base) is keyed by its weights, so that a
+    record of the random init is never taken for a run of the base."""
+    path = resolved["model"]["path"]
+    if path not in BUILTIN:
+        return resolved
+    keyed = "tiny" if path == "tiny-random" else f"tiny-base:{shipped_base_digest()}"
+    return {**resolved, "model": {**resolved["model"], "path": keyed}}
+
+
 def sft_key(resolved: dict[str, Any]) -> str | None:
     """What SFT and the first evaluation depend on, hashed; None when SFT is off."""
     if not resolved["sft"]["enabled"]:
         return None
-    resolved = _without_later_defaults(resolved)
+    resolved = _keyed_model(_without_later_defaults(resolved))
     part = {section: resolved[section] for section in SFT_SECTIONS}
     # read by RL's sampling only (the evaluation has its own temperature and turn cap)
     part["rollout"] = {k: v for k, v in part["rollout"].items() if k not in RL_ONLY_ROLLOUT}
@@ -282,7 +295,7 @@ def config_key(resolved: dict[str, Any]) -> str:
     """The run's whole resolved config, hashed, less what does not change its results
     (``run.name``, ``run.out_dir``, ``run.threads``): a record made from another base config
     (the recipe's ``config`` file edited since) has another key."""
-    resolved = _without_later_defaults(resolved)
+    resolved = _keyed_model(_without_later_defaults(resolved))
     run = {k: v for k, v in resolved["run"].items() if k not in ("name", "out_dir", "threads")}
     return _digest({**resolved, "run": run})
 

@@ -8,7 +8,9 @@ registries; this module checks it against what the run will read (called from
   file holds all its tensors: :mod:`turnrl.models.files`), ``rollout.max_context_tokens``
   fits the model's ``max_position_embeddings``, and every ``model.lora.target_modules``
   entry names layers of the model (peft's rule: the module name, or its last dotted parts).
-  The built-in tiny model is checked from ``model.tiny.*`` without writing it. On
+  The built-in models are checked without writing them: ``tiny-random`` from
+  ``model.tiny.*``, ``tiny`` from its shipped ``config.json`` (and ``model.tiny.*`` must not
+  reshape it: :func:`check_base_shape`). On
   ``--resume``, :func:`check_resumed_context` checks the context against the resumed model.
 - :func:`check_rewards`: the env serves what the reward terms read: a term that compares
   against a reference answer (``needs_reference``) needs an env whose reset info carries
@@ -30,6 +32,7 @@ from transformers import AutoConfig, PretrainedConfig
 
 from turnrl import envs
 from turnrl.config import Config, ConfigError
+from turnrl.models.base import shipped_base_dir, shipped_shape
 from turnrl.models.chat import encode
 from turnrl.models.files import adaptable_modules, check_weights, is_adapter_dir, read_config
 from turnrl.models.policy import check_model_path
@@ -42,9 +45,13 @@ from turnrl.train.checkpoint import latest_checkpoint
 def check_model(cfg: Config) -> None:
     """The model of ``model.path`` (or ``model.tiny``) can be loaded and fits the config."""
     path = cfg.model.path
-    if path == "tiny":
+    if path == "tiny-random":
         config: PretrainedConfig | None = llama_config(len(build_tokenizer()), cfg.model.tiny)
         source = "model.tiny.max_position_embeddings"
+    elif path == "tiny":
+        check_base_shape(cfg)
+        config = read_config(str(shipped_base_dir()))
+        source = "max_position_embeddings of the built-in base (model.path=tiny)"
     else:
         check_model_path(path)
         config = read_config(path)
@@ -56,6 +63,22 @@ def check_model(cfg: Config) -> None:
     check_context(cfg, config, source)
     if cfg.model.lora.enabled and not is_adapter_dir(path):
         check_lora_targets(cfg, config)
+
+
+def check_base_shape(cfg: Config) -> None:
+    """``model.tiny.*`` shapes the random init; with ``model.path=tiny`` (the pretrained base,
+    whose shape is fixed) a changed shape is a mistake, said with the fix."""
+    shipped = shipped_shape()
+    changed = [key for key in type(shipped).model_fields
+               if getattr(cfg.model.tiny, key) != getattr(shipped, key)]
+    if changed:
+        key = changed[0]
+        where = cfg.origin_of(f"model.tiny.{key}")
+        raise ConfigError(
+            f"{where + ': ' if where else ''}model.tiny.{key}={getattr(cfg.model.tiny, key)} "
+            f"shapes the random init (model.path=tiny-random), but model.path=tiny is the "
+            f"pretrained base, whose {key} is {getattr(shipped, key)}; set "
+            "model.path=tiny-random to train a model of this shape, or leave model.tiny as it is")
 
 
 def check_resumed_context(cfg: Config, run_dir: Path) -> None:
@@ -98,7 +121,8 @@ def check_lora_targets(cfg: Config, config: PretrainedConfig) -> None:
         return
     layers = sorted({name.rsplit(".", 1)[-1] for name in names})
     where = cfg.origin_of("model.lora.target_modules")
-    model = "the tiny model" if cfg.model.path == "tiny" else repr(cfg.model.path)
+    model = "the tiny model" if cfg.model.path in ("tiny", "tiny-random") \
+        else repr(cfg.model.path)
     what = (f": {unmatched[0]!r} matches no layer of {model}"
             f"{did_you_mean(unmatched[0], layers, otherwise='.')}" if unmatched
             else " is empty, so LoRA would train nothing.")

@@ -10,10 +10,8 @@ only calls them.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
-import itertools
 import json
 import logging
 import os
@@ -40,7 +38,8 @@ from turnrl.config.checks import Validated, env_kwargs, validate
 from turnrl.envs.latency import with_latency
 from turnrl.envs.protocol import Env
 from turnrl.eval.evaluate import evaluate
-from turnrl.io import RunDirLock, disk_space, lock_run_dir
+from turnrl.io import RunDirLock, disk_space, lock_run_dir, new_run_dir
+from turnrl.models.base import BUILTIN, write_builtin
 from turnrl.models.chat import encode, render
 from turnrl.models.policy import (
     ValueModel,
@@ -50,7 +49,6 @@ from turnrl.models.policy import (
     resolve_device,
     resolve_dtype,
 )
-from turnrl.models.tiny import init_tiny_model
 from turnrl.rewards import CombinedReward, RewardSpecError, combine
 from turnrl.rollout.engine import SamplingParams, TrainingEngine
 from turnrl.rollout.engines import build_engine
@@ -165,23 +163,12 @@ def no_env() -> Env:
     raise RuntimeError("an agent program's run (agent.entry_point) plays no env")
 
 
-def new_run_dir(cfg: Config) -> Path:
-    """``<out_dir>/<name>``, or ``<name>-2``, ``-3``... if taken."""
-    root = Path(cfg.run.out_dir)
-    for n in itertools.count(1):
-        run_dir = root / (cfg.run.name if n == 1 else f"{cfg.run.name}-{n}")
-        with contextlib.suppress(FileExistsError):  # taken (also by a run starting now)
-            with disk_space("the run directory", run_dir):
-                run_dir.mkdir(parents=True)
-            return run_dir
-    raise AssertionError("unreachable")
-
-
 def model_source(cfg: Config, run_dir: Path) -> str:
-    """The model dir to load: the built-in tiny model is written into the run dir first."""
-    if cfg.model.path != "tiny":
+    """The model dir to load: a built-in model (``tiny``, ``tiny-random``) is written into
+    the run dir first."""
+    if cfg.model.path not in BUILTIN:
         return cfg.model.path
-    return str(init_tiny_model(run_dir.resolve() / "base_model", cfg.model.tiny))
+    return str(write_builtin(cfg.model.path, run_dir.resolve() / "base_model", cfg.model.tiny))
 
 
 def engine_options(cfg: Config) -> dict[str, Any]:
@@ -231,7 +218,7 @@ def check_inputs(cfg: Config, *, resume: Path | None) -> list | None:
         preflight.check_model(cfg)
     else:
         preflight.check_resumed_context(cfg, resume)
-    if resume is None and cfg.model.path != "tiny":
+    if resume is None and cfg.model.path not in BUILTIN:
         load_tokenizer(cfg.model.path)  # e.g. no chat template: said before any work
     if resume is None and cfg.sft.enabled and cfg.sft.source == "jsonl" \
             and cfg.sft.path is not None:
@@ -246,7 +233,7 @@ def open_run(checked: Validated, *, resume: Path | None = None,
     the newest, checked before anything is written) and the metrics logger."""
     cfg = checked.cfg
     rewards = build_rewards(cfg)
-    run_dir = resume if resume is not None else new_run_dir(cfg)
+    run_dir = resume if resume is not None else new_run_dir(cfg.run.out_dir, cfg.run.name)
     lock = lock_run_dir(run_dir)
     try:
         checkpoint = resume_checkpoint(run_dir, resume_from) if resume is not None else None

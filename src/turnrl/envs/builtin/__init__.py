@@ -4,12 +4,13 @@ from turnrl.envs.builtin.arithmetic import SPEC as ARITHMETIC_SPEC
 from turnrl.envs.builtin.dataset import SPEC as DATASET_SPEC
 from turnrl.envs.builtin.frozenlake import SPEC as FROZENLAKE_SPEC
 from turnrl.envs.builtin.guess import SPEC as GUESS_SPEC
+from turnrl.envs.builtin.keypad import SPEC as KEYPAD_SPEC
 from turnrl.envs.builtin.python_env import SPEC as PYTHON_SPEC
 from turnrl.envs.builtin.search_qa import SPEC as SEARCH_QA_SPEC
 from turnrl.envs.builtin.sokoban import SPEC as SOKOBAN_SPEC
 from turnrl.envs.builtin.textworld_env import SPEC as TEXTWORLD_SPEC
 
-BUILTIN_SPECS = (ARITHMETIC_SPEC, DATASET_SPEC, FROZENLAKE_SPEC, GUESS_SPEC, PYTHON_SPEC,
-                 SEARCH_QA_SPEC, SOKOBAN_SPEC, TEXTWORLD_SPEC)
+BUILTIN_SPECS = (ARITHMETIC_SPEC, DATASET_SPEC, FROZENLAKE_SPEC, GUESS_SPEC, KEYPAD_SPEC,
+                 PYTHON_SPEC, SEARCH_QA_SPEC, SOKOBAN_SPEC, TEXTWORLD_SPEC)
 
 __all__ = ["BUILTIN_SPECS"]
