@@ -47,7 +47,7 @@ def test_the_key_is_shown_once_and_the_digit_is_the_keys() -> None:
 
 def test_a_wrong_or_malformed_digit_locks_it() -> None:
     env = Keypad()
-    messages, _ = env.reset(seed=1)
+    env.reset(seed=1)
     right = env.oracle_action()
     wrong = str((int(right) + 1) % 10)
     result = env.step(wrong)

@@ -55,14 +55,15 @@ def test_rows_are_the_chat_template_tokens_of_whole_conversations(tokenizer) -> 
     rows = corpus.batch(0, 3)
     assert rows.input_ids.shape == (3, 512) and rows.next_index > 3
     # unpack: every row is conversations start..next in order, each as SFT tokenizes it
-    index, expected_ids, expected_mask = 0, [], []
-    for ids, mask, index, names in corpus.rows(0):
+    expected_ids, expected_mask, ends = [], [], []
+    for ids, mask, end, names in corpus.rows(0):
         expected_ids.append(ids)
         expected_mask.append(mask)
+        ends.append(end)
         assert len(ids) == len(mask) == len(names) <= 512
         if len(expected_ids) == 3:
             break
-    assert index == rows.next_index
+    assert ends[-1] == rows.next_index and ends == sorted(ends)
     for row in range(3):
         n = len(expected_ids[row])
         assert rows.input_ids[row, :n].tolist() == expected_ids[row]
