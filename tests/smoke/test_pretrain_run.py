@@ -17,7 +17,7 @@ from turnrl.models.policy import load_policy, load_tokenizer
 SMALL = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2",
          "model.num_kv_heads=1", "model.intermediate_size=64", "corpus.seq_len=256",
          "optim.batch_size=2", "optim.warmup_steps=2", "probe.examples=2", "run.threads=1",
-         "log.tensorboard=false", "log.progress=false"]
+         "log.tensorboard=false", "log.progress=false", "corpus.short_steps=0"]
 
 
 def train_records(run: Path) -> list[dict]:
