@@ -12,7 +12,8 @@ from turnrl.config import load_config
 from turnrl.envs.registry import make
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+PRETRAIN = ROOT / "configs" / "pretrain.yaml"  # `turnrl pretrain`'s recipe, not a train config
+CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p != PRETRAIN)
 
 
 def test_every_env_with_a_part1_config_is_covered():
@@ -26,6 +27,16 @@ def test_a_shipped_config_loads_and_its_env_builds(path, monkeypatch):
     env = make(cfg.env.id, **cfg.env.kwargs)
     observation, _ = env.reset(seed=cfg.env.train_seed_start)
     assert observation and env.oracle_action()
+
+
+def test_the_pretraining_recipe_loads_and_fits_its_model(monkeypatch):
+    from turnrl.config import PretrainConfig
+    from turnrl.pretrain.loop import check_pretrain_config
+
+    monkeypatch.chdir(ROOT)
+    cfg = load_config(PRETRAIN.relative_to(ROOT), schema=PretrainConfig)
+    check_pretrain_config(cfg)
+    assert cfg.corpus.short_steps < cfg.optim.steps
 
 
 def test_the_dataset_config_sees_each_question_once_per_epoch_and_evaluates_all_held_out(
