@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import PreTrainedModel
 
 from turnrl.config import ConfigError, PretrainConfig, save_config
 from turnrl.distributed.data_parallel import DataParallel
@@ -112,7 +111,7 @@ def skill_losses(nll: torch.Tensor, loss_mask: torch.Tensor, skill_ids: torch.Te
     return out
 
 
-def train_step(model: PreTrainedModel, optimizer: torch.optim.Optimizer, rows: Any, *,
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, rows: Any, *,
                lr: float, max_grad_norm: float, group: DataParallel | None,
                context_weight: float = 0.0) -> dict[str, float]:
     """One optimizer step on ``rows`` (this rank's share when ``group`` is set). The

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from torch import nn
+from transformers import PreTrainedTokenizerBase
 
 from turnrl.envs.tools.parsing import find_calls
 from turnrl.models.chat import TemplateLedger, ledger_from_messages
@@ -97,7 +98,7 @@ def _ledgers(tokenizer: PreTrainedTokenizerBase, batch: Sequence[Item]
 
 
 @torch.no_grad()
-def teacher_forced(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+def teacher_forced(model: nn.Module, tokenizer: PreTrainedTokenizerBase,
                    batch: Sequence[Item], *, batch_size: int = 16) -> dict[str, float]:
     """``accuracy`` (argmax right, per content token) and ``exact`` (every target token,
     end of turn included, right) over ``batch``."""
@@ -146,10 +147,10 @@ def _generation_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[Messag
 
 
 @torch.no_grad()
-def tool_calls(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+def tool_calls(model: Any, tokenizer: PreTrainedTokenizerBase,
                batch: Sequence[Item], *, batch_size: int = 16) -> dict[str, float]:
     """``valid``: the greedy first reply is one call of the right tool with the request's
-    arguments, exactly."""
+    arguments, exactly. ``model``: a causal LM with ``generate`` (transformers or peft)."""
     device = next(model.parameters()).device
     valid = 0
     for start in range(0, len(batch), batch_size):
@@ -168,13 +169,13 @@ def tool_calls(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                              eos_token_id=tokenizer.eos_token_id,
                              pad_token_id=tokenizer.pad_token_id)
         for row, item in enumerate(chunk):
-            reply = tokenizer.decode(out[row, width:], skip_special_tokens=True)
+            reply = str(tokenizer.decode(out[row, width:], skip_special_tokens=True))
             gold = _call_of(item.target, _AnyName())
             valid += gold[0] is not None and _call_of(reply, {gold[0]}) == gold
     return {"valid": valid / max(len(batch), 1)}
 
 
-def run_probes(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int
+def run_probes(model: Any, tokenizer: PreTrainedTokenizerBase, n: int
                ) -> dict[str, dict[str, float]]:
     """Every probe on ``n`` held-out examples: ``{probe: {metric: value, "n": n}}``."""
     model.eval()

@@ -16,8 +16,8 @@ import random
 from collections.abc import Callable
 
 from turnrl.pretrain import text
+from turnrl.types import Message
 
-Message = dict[str, str]
 Skill = Callable[[random.Random, int], list[Message]]
 
 # a small, generic instruction, sometimes given as the system message
