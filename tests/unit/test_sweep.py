@@ -116,7 +116,8 @@ def test_every_committed_record_keeps_the_key_its_recipe_plans_now():
             assert record["config_key"] == planned[made.stem].config_key, \
                 f"{made}: made from config key {record['config_key']}, now planned as " \
                 f"{planned[made.stem].config_key}; add the new field to LATER_FIELDS"
-            assert record["config_key"] != base[made.stem]  # never a record of the base's
+            if base[made.stem] != planned[made.stem].config_key:  # the recipe leaves the model
+                assert record["config_key"] != base[made.stem]  # never taken for the base's
             checked += 1
     assert checked >= 20
 
