@@ -43,8 +43,8 @@ class CorpusConfig(Section):
         "predict what it reads (repeated names and keys reward attending back).")
     shares: dict[str, float] = Field(
         default_factory=lambda: {
-            "copy": 0.22, "echo": 0.06, "induction": 0.08, "lookup": 0.13, "choose": 0.07,
-            "tool_call": 0.24, "memory": 0.08, "arithmetic": 0.06, "count_compare": 0.06},
+            "copy": 0.22, "echo": 0.08, "induction": 0.10, "lookup": 0.12, "choose": 0.08,
+            "tool_call": 0.20, "memory": 0.08, "arithmetic": 0.06, "count_compare": 0.06},
         description="Weight of each skill in the mixture (normalised): copy, echo, "
         "induction, lookup, choose, tool_call, memory, arithmetic, count_compare.")
 

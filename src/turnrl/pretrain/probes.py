@@ -68,7 +68,7 @@ def _first_call(rng: random.Random) -> list[Message]:
 
 TEACHER_FORCED: dict[str, Callable[[random.Random], list[Message]]] = {
     **{f"copy@{d}": _copy(d) for d in COPY_DISTANCES},
-    "lookup": lambda rng: skills.lookup(rng, PROBE_BUDGET, queries=1),
+    "lookup": _skill(skills.lookup),
     "choose": _skill(skills.choose),
     "memory": _skill(skills.memory),
     "arithmetic": _skill(skills.arithmetic),

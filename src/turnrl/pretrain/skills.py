@@ -98,37 +98,25 @@ def _table(rng: random.Random, rows: int, budget: int) -> tuple[list[str], list[
     return keys, columns, cells
 
 
-def _question(rng: random.Random, key: str, column: str | None) -> str:
-    if column is None:
-        return rng.choice((f"What is {key}?", f"Look up {key}.", f"{key}?"))
-    return rng.choice((f"What is the {column} of {key}?", f"{key}: {column}?"))
-
-
-def lookup(rng: random.Random, budget: int, *, queries: int | None = None) -> list[Message]:
-    """Find a key's value in a list (``key: value``) or a table (``key | a | b``); then, in
-    later turns, the values of up to ``queries`` - 1 more keys (one to four queries in all when
-    ``None``): each answer is a fresh search of the same table."""
+def lookup(rng: random.Random, budget: int) -> list[Message]:
+    """Find a key's value in a list (``key: value``) or a table (``key | a | b``)."""
     keys, columns, cells = _table(rng, text.log_uniform(rng, 2, 60), budget - 150)
     row = rng.randrange(len(keys))
     column = rng.randrange(len(columns))
-    plain = len(columns) == 1 and rng.random() < 0.5
-    if plain:
+    if len(columns) == 1 and rng.random() < 0.5:
         lines = [f"{k}: {r[0]}" for k, r in zip(keys, cells, strict=True)]
+        question = rng.choice((f"What is {keys[row]}?", f"Look up {keys[row]}.",
+                               f"{keys[row]}?"))
     else:
         lines = [" | ".join(["name", *columns])]
         lines += [" | ".join([k, *r]) for k, r in zip(keys, cells, strict=True)]
-    question = _question(rng, keys[row], None if plain else columns[column])
+        question = rng.choice((f"What is the {columns[column]} of {keys[row]}?",
+                               f"{keys[row]}: {columns[column]}?"))
     table = "\n".join(lines)
     order = rng.random() < 0.7
     content = f"{table}\n{question}" if order else f"{question}\n{table}"
-    messages = [*_system(rng), {"role": "user", "content": content},
-                {"role": "assistant", "content": cells[row][column]}]
-    for _ in range((queries or rng.randint(1, 4)) - 1):
-        row, column = rng.randrange(len(keys)), rng.randrange(len(columns))
-        messages += [{"role": "user",
-                      "content": _question(rng, keys[row], None if plain else columns[column])},
-                     {"role": "assistant", "content": cells[row][column]}]
-    return messages
+    return [*_system(rng), {"role": "user", "content": content},
+            {"role": "assistant", "content": cells[row][column]}]
 
 
 def _option(rng: random.Random) -> str:

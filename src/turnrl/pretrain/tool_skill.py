@@ -115,44 +115,40 @@ def _request(rng: random.Random, tool: Tool, args: dict[str, Any], explicit: boo
                        f"I need the {tool.field} of {given}."))
 
 
-@dataclass
-class _Ask:
-    """One request: the tool it needs, the call's arguments, the result and the answer."""
-
-    tool: Tool
-    args: dict[str, Any]
-    result: Any
-    added: int | None
-    request: str
-
-    @property
-    def answer(self) -> str:
-        return str(self.result + self.added) if self.added is not None else str(self.result)
-
-
-def _ask(rng: random.Random, tools: list[Tool]) -> _Ask:
-    tool = rng.choice(tools)
-    args = _arguments(rng, tool)
+def tool_call(rng: random.Random, budget: int, *, probe: bool = False,
+              fmt: str | None = None) -> list[Message]:
+    """One conversation of tool use (see the module docstring)."""
+    fmt = fmt or rng.choice(FORMATS)
+    tools = make_tools(rng, rng.randint(1, 5), compact=fmt == "compact", probe=probe)
+    answer_tool = make_tools(rng, 1, compact=True, probe=probe)[0] if rng.random() < 0.3 \
+        else None
+    first = rng.choice(tools)
+    args = _arguments(rng, first)
     numeric = rng.random() < 0.5
     result: Any = text.number(rng, (1, 3)) if numeric else text.value(rng)
     added = text.number(rng, (1, 2)) if numeric and rng.random() < 0.3 else None
-    request = _request(rng, tool, args, explicit=rng.random() < 0.3)
+    request = _request(rng, first, args, explicit=rng.random() < 0.3)
     if added is not None:
         request = request.rstrip(".?") + f", plus {added}?"
-    return _Ask(tool, args, result, added, request)
-
-
-def _exchange(rng: random.Random, ask: _Ask, tools: list[Tool], answer_tool: Tool | None,
-              fmt: str, *, chain: bool) -> list[Message]:
-    """The request's turns: the call, its result (after a second call that takes the first
-    result as its argument, if ``chain`` and a draw say so), and the answer."""
-    tool = ask.tool
-    messages: list[Message] = [{"role": "user", "content": ask.request},
-                               {"role": "assistant", "content": call_text(tool, ask.args, fmt)}]
-    if chain and rng.random() < 0.25 and len(tools) > 1:  # a second call, from the result
-        second = rng.choice([t for t in tools if t is not tool])
+    style = rng.random()  # the same list style at every length tried below
+    answering = [answer_tool] if answer_tool else []
+    rendered = render_tools(random.Random(style), tools + answering, fmt)
+    while len(rendered) > budget // 2 and len(tools) > 1:  # fit the context: fewer tools
+        tools.remove(next(t for t in reversed(tools) if t is not first))
+        rendered = render_tools(random.Random(style), tools + answering, fmt)
+    system = f"{rng.choice(('You have tools.', 'Tools:', 'You can call these tools:'))}\n" \
+        f"{rendered}\n{format_hint(rng, fmt, first)}"
+    if answer_tool is not None:
+        system += f" Give the final answer with {answer_tool.name}[<answer>]."
+    messages: list[Message] = [{"role": "system", "content": system}]
+    if not probe and rng.random() < 0.2:
+        messages = [*_system(rng), {"role": "user", "content": system}]
+    messages += [{"role": "user", "content": request},
+                 {"role": "assistant", "content": call_text(first, args, fmt)}]
+    if not probe and rng.random() < 0.25 and len(tools) > 1:  # a second call, from the result
+        second = rng.choice([t for t in tools if t is not first])
         key = text.code(rng)
-        messages += [{"role": "tool", "content": _result(rng, tool, key)},
+        messages += [{"role": "tool", "content": _result(rng, first, key)},
                      {"role": "assistant",
                       "content": call_text(second, {second.params[0]: key}, "compact"
                                            if fmt == "compact" else "json")}]
@@ -160,41 +156,9 @@ def _exchange(rng: random.Random, ask: _Ask, tools: list[Tool], answer_tool: Too
             extra = _arguments(rng, second)
             extra[second.params[0]] = key
             messages[-1]["content"] = call_text(second, extra, fmt)
-        tool = second
-    messages += [{"role": "tool", "content": _result(rng, tool, ask.result)},
-                 {"role": "assistant", "content": f"{answer_tool.name}[{ask.answer}]"
-                  if answer_tool else ask.answer}]
-    return messages
-
-
-def tool_call(rng: random.Random, budget: int, *, probe: bool = False,
-              fmt: str | None = None) -> list[Message]:
-    """One conversation of tool use (see the module docstring): one request if ``probe``,
-    else one to four, each choosing its tool afresh from the same list (what an agent does
-    over several turns, and a choice to make per request rather than per conversation)."""
-    fmt = fmt or rng.choice(FORMATS)
-    tools = make_tools(rng, rng.randint(1, 5), compact=fmt == "compact", probe=probe)
-    answer_tool = make_tools(rng, 1, compact=True, probe=probe)[0] if rng.random() < 0.3 \
-        else None
-    first = _ask(rng, tools)
-    style = rng.random()  # the same list style at every length tried below
-    answering = [answer_tool] if answer_tool else []
-    rendered = render_tools(random.Random(style), tools + answering, fmt)
-    while len(rendered) > budget // 2 and len(tools) > 1:  # fit the context: fewer tools
-        tools.remove(next(t for t in reversed(tools) if t is not first.tool))
-        rendered = render_tools(random.Random(style), tools + answering, fmt)
-    system = f"{rng.choice(('You have tools.', 'Tools:', 'You can call these tools:'))}\n" \
-        f"{rendered}\n{format_hint(rng, fmt, first.tool)}"
-    if answer_tool is not None:
-        system += f" Give the final answer with {answer_tool.name}[<answer>]."
-    messages: list[Message] = [{"role": "system", "content": system}]
-    if not probe and rng.random() < 0.2:
-        messages = [*_system(rng), {"role": "user", "content": system}]
-    messages += _exchange(rng, first, tools, answer_tool, fmt, chain=not probe)
-    rounds = 1 if probe else rng.choice((1, 2, 3, 4))
-    for _ in range(rounds - 1):
-        turns = _exchange(rng, _ask(rng, tools), tools, answer_tool, fmt, chain=True)
-        if sum(len(m["content"]) for m in messages + turns) > budget:
-            break
-        messages += turns
+        first = second
+    final = str(result + added) if added is not None else str(result)
+    messages += [{"role": "tool", "content": _result(rng, first, result)},
+                 {"role": "assistant", "content": f"{answer_tool.name}[{final}]"
+                  if answer_tool else final}]
     return messages
