@@ -14,7 +14,7 @@ from typing import Any
 
 from turnrl.envs.gym import GYM_NAMESPACE, GYM_PREFIX
 from turnrl.envs.registry import UnknownEnvError
-from turnrl.registry import did_you_mean
+from turnrl.wording import did_you_mean
 
 
 def import_gymnasium(env_id: str) -> Any:
