@@ -11,7 +11,6 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,25 +18,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from turnrl.config.loading import default_config_path
 from turnrl.console import set_verbosity, tolerate_any_encoding
 from turnrl.io import DiskFullError
 from turnrl.pretrain.command import PretrainUsageError
 from turnrl.pretrain.command import add_parsers as add_pretrain_parsers
 from turnrl.registry import UnknownNameError
 
-DEFAULT_CONFIG = "configs/default.yaml"
-
 
 class UsageError(ValueError):
     """A bad command-line argument."""
-
-
-def default_config_path() -> Path:
-    """``configs/default.yaml`` in the working directory, else the copy shipped in the package."""
-    local = Path(DEFAULT_CONFIG)
-    if local.is_file():
-        return local
-    return Path(str(resources.files("turnrl") / "configs" / "default.yaml"))
 
 
 def split_config_args(items: Sequence[str]) -> tuple[Path, list[str]]:

@@ -19,7 +19,7 @@ Modules: :mod:`~turnrl.config.sections` and :mod:`~turnrl.config.schema` (the mo
 
 from turnrl.config.errors import ConfigError, ConfigIssue
 from turnrl.config.help import config_help
-from turnrl.config.loading import dump_config, load_config, save_config
+from turnrl.config.loading import default_config_path, dump_config, load_config, save_config
 from turnrl.config.names import validate_names
 from turnrl.config.pretrain import PretrainConfig
 from turnrl.config.schema import (
@@ -68,6 +68,7 @@ __all__ = [
     "TinyConfig",
     "TrainConfig",
     "config_help",
+    "default_config_path",
     "dump_config",
     "load_config",
     "save_config",
