@@ -121,8 +121,8 @@ def lookup(rng: random.Random, budget: int, *, queries: int | None = None) -> li
     table = "\n".join(lines)
     order = rng.random() < 0.7
     content = f"{table}\n{question}" if order else f"{question}\n{table}"
-    messages = [*_system(rng), {"role": "user", "content": content},
-                {"role": "assistant", "content": cells[row][column]}]
+    messages: list[Message] = [*_system(rng), {"role": "user", "content": content},
+                               {"role": "assistant", "content": cells[row][column]}]
     for _ in range((queries or rng.randint(1, 4)) - 1):
         row, column = rng.randrange(len(keys)), rng.randrange(len(columns))
         messages += [{"role": "user",
