@@ -1,15 +1,20 @@
-"""A typed name -> object registry, used for envs, algorithms and rewards.
+"""A typed name -> object registry, used for envs, algorithms and rewards, and the check of
+the settings passed to a registered function against its signature.
 
 A registry replaces ``if name == "grpo": ... elif ...`` chains: callers look a
-function up by its configured name and never branch on it.
+function up by its configured name and never branch on it. Its errors are worded by
+:mod:`turnrl.wording` (the name hint of an unknown name).
 """
 
 from __future__ import annotations
 
-import difflib
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from turnrl.wording import kind_of, show, unknown_name_message
 
 T = TypeVar("T")
 
@@ -68,45 +73,6 @@ class Registry(Generic[T]):
         return sorted(self._items.items())
 
 
-def closest_name(name: str, choices: list[str]) -> str | None:
-    """The choice fewest typing edits away (swapping two neighbours counts as one edit),
-    among those difflib also finds similar; ties go to difflib's similarity."""
-    similar = difflib.get_close_matches(name, choices, n=len(choices) or 1)
-    if not similar:
-        return None
-    ratio = {c: difflib.SequenceMatcher(None, name, c).ratio() for c in similar}
-    return min(similar, key=lambda c: (_edit_distance(name, c), -ratio[c]))
-
-
-def _edit_distance(a: str, b: str) -> int:
-    """Optimal-string-alignment distance: insert, delete, substitute, swap neighbours."""
-    rows = [list(range(len(b) + 1))] + [[i] + [0] * len(b) for i in range(1, len(a) + 1)]
-    for i in range(1, len(a) + 1):
-        for j in range(1, len(b) + 1):
-            cost = a[i - 1] != b[j - 1]
-            rows[i][j] = min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                rows[i][j] = min(rows[i][j], rows[i - 2][j - 2] + 1)
-    return rows[-1][-1]
-
-
-def did_you_mean(name: str, choices: Iterable[str], *, otherwise: str = "",
-                 prefix: str = "") -> str:
-    """``"; did you mean 'grpo'?"`` for the choice closest to ``name`` (:func:`closest_name`),
-    or ``otherwise`` when none is close: the one hint every "unknown name" error appends.
-    With ``prefix`` (e.g. ``"gym:"``), names and choices are compared without it (a shared
-    prefix would make every choice look close) and the hint puts it back."""
-    close = closest_name(str(name).removeprefix(prefix),
-                         [c.removeprefix(prefix) for c in choices])
-    return f"; did you mean {prefix + close!r}?" if close else otherwise
-
-
-def unknown_name_message(kind: str, name: str, choices: list[str]) -> str:
-    """``unknown advantage 'gpro'; did you mean 'grpo'? choices: gae, grpo, ...``."""
-    hint = did_you_mean(name, choices, otherwise=".")
-    return f"unknown {kind} {name!r}{hint} Valid choices: {', '.join(choices)}"
-
-
 def setting_type_problem(fn: Callable[..., object], settings: Mapping[str, object], *,
                          owner: str) -> str | None:
     """What is wrong with the types of ``settings`` passed to ``fn`` by keyword (a function,
@@ -118,10 +84,6 @@ def setting_type_problem(fn: Callable[..., object], settings: Mapping[str, objec
     (the config's own rule: booleans do not pass as integers anywhere). Annotations pydantic
     cannot read, or that do not resolve, are not checked.
     """
-    from pydantic import TypeAdapter, ValidationError
-
-    from turnrl.config.errors import kind_of, show
-
     try:
         hints = typing.get_type_hints(typing.cast(typing.Any, fn).__init__
                                       if isinstance(fn, type) else fn)

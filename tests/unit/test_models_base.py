@@ -10,11 +10,10 @@ import yaml
 from safetensors.torch import load_file
 
 from turnrl.cli import main
-from turnrl.config import PretrainConfig, TinyConfig, load_config
+from turnrl.config import PretrainConfig, TinyConfig, default_config_path, load_config
 from turnrl.models.base import builtin_model_dir, shipped_base_dir, shipped_shape, write_builtin
 from turnrl.models.policy import load_policy, load_tokenizer
 from turnrl.models.tiny import init_tiny_model
-from turnrl.pretrain.command import default_pretrain_config
 from turnrl.pretrain.probes import headline, run_probes
 from turnrl.train.setup import model_source
 
@@ -41,7 +40,7 @@ def test_the_shipped_base_is_a_whole_model_dir_with_its_card_and_recipe() -> Non
     # the recipe shipped with the weights is the packaged configs/pretrain.yaml (in all that
     # decides the weights: where the run was written and how often it probed do not)
     recipe = yaml.safe_load((base / "pretrain.yaml").read_text())
-    packaged = load_config(default_pretrain_config(), schema=PretrainConfig).model_dump(
+    packaged = load_config(default_config_path("pretrain.yaml"), schema=PretrainConfig).model_dump(
         mode="json")
     for section in ("model", "corpus", "optim"):
         assert recipe[section] == packaged[section], section

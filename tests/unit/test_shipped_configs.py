@@ -50,10 +50,9 @@ def test_the_dataset_config_sees_each_question_once_per_epoch_and_evaluates_all_
     assert not questions & {row[0] for row in test.rows}  # held out means unseen
 
 
-def test_the_addition_data_is_what_its_script_writes(tmp_path, monkeypatch):
-    data = ROOT / "configs" / "data"
-    shipped = (data / "addition.jsonl").read_bytes()
-    script = tmp_path / "make_addition.py"
-    script.write_text((data / "make_addition.py").read_text())
-    runpy.run_path(str(script), run_name="__main__")
+def test_the_addition_data_is_what_its_script_writes(tmp_path):
+    shipped = (ROOT / "configs" / "data" / "addition.jsonl").read_bytes()
+    script = runpy.run_path(str(ROOT / "scripts" / "make_addition.py"))
+    assert script["DATA"] == ROOT / "configs" / "data" / "addition.jsonl"
+    script["write"](tmp_path / "addition.jsonl")
     assert (tmp_path / "addition.jsonl").read_bytes() == shipped

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from turnrl.cli import default_config_path, main
-from turnrl.config import load_config
+from turnrl.cli import main
+from turnrl.config import default_config_path, load_config
 from turnrl.sweep import RecipeError, load_recipe, plan_runs, run_sweep
 from turnrl.sweep.recipe import cells
 from turnrl.sweep.results import summarize, time_to_target, write_results

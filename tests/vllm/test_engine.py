@@ -17,7 +17,8 @@ from turnrl.models.chat import render
 from turnrl.models.policy import token_logprobs
 from turnrl.rollout.engine import SamplingParams
 from turnrl.rollout.runner import Runner
-from turnrl.rollout.vllm_engine import VLLMEngine, VLLMEngineError, _explain
+from turnrl.rollout.vllm_engine import VLLMEngine, VLLMEngineError
+from turnrl.rollout.vllm_setup import _explain
 from turnrl.train.layout import layout
 
 require_vllm()

@@ -11,8 +11,9 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from turnrl.agents.program import AgentError, load_agent
 from turnrl.agents.protocol import Limits
-from turnrl.agents.runner import AgentError, AgentRunner, load_agent
+from turnrl.agents.runner import AgentRunner
 from turnrl.agents.server import ModelServer
 from turnrl.agents.workers import AgentWorkers
 from turnrl.config import Config, ConfigError

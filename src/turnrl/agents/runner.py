@@ -10,8 +10,9 @@ task, and returns a reward::
 
 It may ask for ``base_url`` and ``api_key`` instead of ``client`` (for another SDK), and
 return a float, an :class:`AgentResult` (per-call rewards, success, info) or a dict with
-those keys. Each run has its own capture session; its segments
-(:mod:`turnrl.agents.capture`) become one trajectory each, sharing the episode's group.
+those keys (:mod:`turnrl.agents.program`: loading it, its arguments and its result). Each
+run has its own capture session; its segments (:mod:`turnrl.agents.capture`) become one
+trajectory each, sharing the episode's group.
 
 A run that raises, times out (``timeout_s``) or never calls the model is a *failed episode*
 (``Trajectory.error``), not a zero reward: the collector leaves it out (``env.on_error``).
@@ -21,18 +22,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import inspect
 import logging
-import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from turnrl.agents.capture import Segment, Session
+from turnrl.agents.program import (
+    AgentError,
+    AgentResult,
+    RunFailed,
+    agent_arguments,
+    http_pool,
+    load_agent,
+    openai_client,
+    to_result,
+)
 from turnrl.types import EpisodeCounts, Trajectory
 
 if TYPE_CHECKING:
@@ -42,107 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["AgentError", "AgentResult", "AgentRunner", "RunFailed", "load_agent", "to_result"]
 
 log = logging.getLogger(__name__)
-
-CLIENT_ARGS = ("client", "base_url", "api_key", "task")
-
-
-class AgentError(ValueError):
-    """The agent entry point cannot be used (not found, wrong signature)."""
-
-
-class RunFailed(RuntimeError):
-    """An agent run failed where it ran (a worker process); the message says how, e.g.
-    ``ValueError: ...`` for a run that raised."""
-
-
-@dataclass(frozen=True)
-class AgentResult:
-    """What an agent run earned.
-
-    ``reward`` is the outcome, given at the last call; ``call_rewards`` (optional, one per
-    model call in the order they were made) are added at each call; ``success`` defaults to
-    ``reward > 0``; ``info`` is kept in ``Trajectory.info`` (e.g. the agent's final answer).
-    """
-
-    reward: float
-    call_rewards: list[float] | None = None
-    success: bool | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-def to_result(value: object) -> AgentResult:
-    """An agent's return value as an :class:`AgentResult`; :class:`AgentError` if it is none
-    of a number, a dict with ``reward`` or an :class:`AgentResult`."""
-    if isinstance(value, AgentResult):
-        result = value
-    elif isinstance(value, bool | int | float):
-        result = AgentResult(float(value))
-    elif isinstance(value, Mapping) and "reward" in value:
-        unknown = set(value) - {"reward", "call_rewards", "success", "info"}
-        if unknown:
-            raise AgentError(f"the agent returned a dict with unknown key(s) {sorted(unknown)}; "
-                             "use reward, call_rewards, success and info")
-        result = AgentResult(value["reward"], value.get("call_rewards"), value.get("success"),
-                             dict(value.get("info") or {}))
-    else:
-        raise AgentError(f"the agent returned {value!r:.80}; return a float reward, a dict "
-                         "with 'reward' (and optionally 'call_rewards', 'success', 'info') or "
-                         "an AgentResult")
-    if isinstance(result.reward, bool) or not isinstance(result.reward, int | float) \
-            or not math.isfinite(result.reward):
-        raise AgentError(f"the agent's reward must be a finite number, got {result.reward!r}")
-    if result.call_rewards is not None and not all(
-            isinstance(r, int | float) and not isinstance(r, bool) and math.isfinite(r)
-            for r in result.call_rewards):
-        raise AgentError(f"call_rewards must be finite numbers, got {result.call_rewards!r:.80}")
-    return result
-
-
-def load_agent(entry_point: str) -> Callable[..., Any]:
-    """The function ``module:attribute`` names; :class:`AgentError` saying what is wrong."""
-    module_name, _, attribute = entry_point.partition(":")
-    if not module_name or not attribute:
-        raise AgentError(f"agent.entry_point {entry_point!r} must be 'module:function', e.g. "
-                         "'mypkg.agents:solve'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise AgentError(f"agent.entry_point {entry_point!r}: cannot import {module_name!r} "
-                         f"({error}); is it installed or on PYTHONPATH?") from None
-    fn: Any = module
-    for part in attribute.split("."):
-        if not hasattr(fn, part):
-            raise AgentError(f"agent.entry_point {entry_point!r}: {module_name!r} has no "
-                             f"{attribute!r}")
-        fn = getattr(fn, part)
-    if not callable(fn):
-        raise AgentError(f"agent.entry_point {entry_point!r} is not callable")
-    agent_arguments(fn, entry_point)
-    return fn
-
-
-def agent_arguments(fn: Callable[..., Any], name: str) -> list[str]:
-    """Which of ``client``, ``base_url``, ``api_key`` and ``task`` ``fn`` takes, in order:
-    by name, else positionally ``(client, task)``."""
-    try:
-        parameters = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return ["client", "task"]
-    names = [p.name for p in parameters
-             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    if set(names) & set(CLIENT_ARGS):
-        required = [p.name for p in parameters if p.default is p.empty
-                    and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-        unknown = [n for n in required if n not in CLIENT_ARGS]
-        if unknown:
-            raise AgentError(f"agent {name}: parameter(s) {unknown} cannot be given; an agent "
-                             f"takes some of {', '.join(CLIENT_ARGS)}")
-        return [n for n in names if n in CLIENT_ARGS]
-    if len(names) < 2 and not any(p.kind == p.VAR_POSITIONAL for p in parameters):
-        raise AgentError(f"agent {name} must take (client, task), or parameters named "
-                         f"{', '.join(CLIENT_ARGS)}")
-    return ["client", "task"]
-
 
 class AgentRunner:
     """Plays agent runs on tasks through ``server`` and records them as trajectories.
@@ -261,33 +166,6 @@ class AgentRunner:
                 self._http = http_pool(asynchronous=asynchronous)
         return openai_client(url, key, self._http, asynchronous=asynchronous,
                              timeout_s=self.timeout_s)
-
-
-def http_pool(*, asynchronous: bool) -> Any:
-    """One HTTP connection pool for many runs' clients (a client's own pool and SSL context
-    cost ~20 ms to build, more than a tiny model's call), without a connection limit."""
-    openai = _openai()
-    pool = openai.DefaultAsyncHttpxClient if asynchronous else openai.DefaultHttpxClient
-    return pool(limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
-
-
-def openai_client(url: str, key: str, http: Any, *, asynchronous: bool,
-                  timeout_s: float | None) -> Any:
-    """An ``openai`` client of one run (its session's ``url`` and ``key``) over ``http``;
-    no retries (a refused call is the agent's to handle)."""
-    openai = _openai()
-    kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
-    return kind(base_url=url, api_key=key, max_retries=0, http_client=http,
-                timeout=timeout_s if timeout_s else 600.0)
-
-
-def _openai() -> Any:
-    try:
-        import openai
-    except ImportError:
-        raise AgentError("the agent takes a client, which needs the openai package: pip "
-                         "install openai (or take base_url and api_key)") from None
-    return openai
 
 
 def in_daemon_thread(fn: Callable[[], Any]) -> asyncio.Future[Any]:

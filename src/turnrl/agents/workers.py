@@ -34,7 +34,7 @@ from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
 
-from turnrl.agents.runner import (
+from turnrl.agents.program import (
     AgentError,
     RunFailed,
     agent_arguments,

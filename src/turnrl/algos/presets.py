@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from turnrl.registry import UnknownNameError, unknown_name_message
+from turnrl.registry import UnknownNameError
+from turnrl.wording import unknown_name_message
 
 __all__ = ["PRESETS", "AlgoPreset", "get_preset"]
 

@@ -13,12 +13,14 @@ A user's mistake raises :class:`ConfigError`, whose message says what is wrong, 
 
 Modules: :mod:`~turnrl.config.sections` and :mod:`~turnrl.config.schema` (the models),
 :mod:`~turnrl.config.loading` (YAML with line numbers, OmegaConf override merge, dump),
-:mod:`~turnrl.config.errors` (the error wording and locations), :mod:`~turnrl.config.help`.
+:mod:`~turnrl.config.errors` (the error wording and locations), :mod:`~turnrl.config.names`
+(registry names in a config), :mod:`~turnrl.config.help`.
 """
 
-from turnrl.config.errors import ConfigError, ConfigIssue, validate_names
+from turnrl.config.errors import ConfigError, ConfigIssue
 from turnrl.config.help import config_help
-from turnrl.config.loading import dump_config, load_config, save_config
+from turnrl.config.loading import default_config_path, dump_config, load_config, save_config
+from turnrl.config.names import validate_names
 from turnrl.config.pretrain import PretrainConfig
 from turnrl.config.schema import (
     AlgoConfig,
@@ -66,6 +68,7 @@ __all__ = [
     "TinyConfig",
     "TrainConfig",
     "config_help",
+    "default_config_path",
     "dump_config",
     "load_config",
     "save_config",

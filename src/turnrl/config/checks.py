@@ -34,10 +34,10 @@ from turnrl.algos import needs_groups as advantage_needs_groups
 from turnrl.algos.presets import AlgoPreset
 from turnrl.algos.registry import CORRECTIONS, FILTERS, KL_PLACEMENTS
 from turnrl.config import Config, ConfigError, validate_names
-from turnrl.config.errors import show
 from turnrl.envs.registry import UnknownEnvError, constructor, resolves
 from turnrl.packages import installed
-from turnrl.registry import did_you_mean, setting_type_problem
+from turnrl.registry import setting_type_problem
+from turnrl.wording import did_you_mean, show
 
 log = logging.getLogger("turnrl")
 

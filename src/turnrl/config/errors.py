@@ -11,14 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from turnrl.registry import did_you_mean, unknown_name_message
-
-if TYPE_CHECKING:
-    from turnrl.config.schema import Config
+from turnrl.wording import did_you_mean, kind_of, show
 
 # pydantic's bound names (the Field arguments, also the keys of an error's ctx) -> symbols
 BOUND_SYMBOLS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
@@ -99,26 +96,6 @@ class Origin:
 # --------------------------------------------------------------------------------------
 # Wording shared by the checks
 # --------------------------------------------------------------------------------------
-
-
-def kind_of(value: Any) -> str:
-    """The YAML-ish name of a value's type: null, mapping, int, str, list, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "mapping"
-    return type(value).__name__
-
-
-def show(value: Any) -> str:
-    """A value as the user wrote it in YAML: true, null, 3 (not 3.0), 'text'."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value)) if abs(value) < 1e15 else repr(value)
-    return repr(value)
 
 
 def dotted(loc: Sequence[Any]) -> str:
@@ -209,44 +186,3 @@ def issues_from(
         issues.append(ConfigIssue(key=key, message=message, where=where, line=line))
     # In file order; overrides and keys without a line come last.
     return sorted(issues, key=lambda issue: (issue.line is None, issue.line or 0))
-
-
-# --------------------------------------------------------------------------------------
-# Registry names
-# --------------------------------------------------------------------------------------
-
-_NAME_KINDS = {
-    "filters": "batch filter",
-    "kl_mode": "KL placement",
-    "is_correction": "behaviour correction",
-    "id": "env",
-    "loss_agg": "loss aggregation",
-    "kl_estimator": "KL estimator",
-    "policy_loss": "policy loss",
-}
-
-
-def validate_names(cfg: Config, choices: Mapping[str, Sequence[str]]) -> None:
-    """Check names against registries: ``{"algo.preset": [...], "env.id": [...], ...}``.
-
-    A value that is None (not set) is skipped; each name of a list is checked. Raises
-    :class:`ConfigError` naming the key, where it was set, the closest valid name and all
-    valid names.
-    """
-    issues = []
-    for key, valid in choices.items():
-        value: Any = cfg
-        for part in key.split("."):
-            if not isinstance(value, BaseModel) or part not in type(value).model_fields:
-                raise ValueError(f"validate_names: {key!r} is not a config key")
-            value = getattr(value, part)
-        name = key.rsplit(".", 1)[-1]
-        kind = _NAME_KINDS.get(name, name.replace("_", " "))
-        for item in value if isinstance(value, list) else [value]:  # a name, or a list of them
-            if item is None or item in valid:
-                continue
-            where, line = cfg._origin.locate(key)
-            message = f"{key}: {unknown_name_message(kind, str(item), sorted(valid))}"
-            issues.append(ConfigIssue(key=key, message=message, where=where, line=line))
-    if issues:
-        raise ConfigError(issues)

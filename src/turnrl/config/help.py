@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from turnrl.config.errors import show
 from turnrl.config.schema import Config
+from turnrl.wording import show
 
 _WIDTH = 100
 _TYPES = {"integer": "int", "number": "float", "boolean": "bool", "string": "str",

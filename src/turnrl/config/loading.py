@@ -1,6 +1,7 @@
 """Reading a config: the YAML file with the line of every key, ``key.sub=value`` overrides
 checked against the schema and merged over it with OmegaConf, validation into a
 :class:`~turnrl.config.Config`; and writing one back (:func:`dump_config`, :func:`save_config`).
+:func:`default_config_path` finds the config a command runs when given none.
 
 Override values are typed by OmegaConf's YAML loader (``OmegaConf.from_dotlist``) and set
 with ``OmegaConf.update``; an override replaces the value at its key (a mapping too), and
@@ -10,6 +11,7 @@ interpolations (``${...}``) are kept as text, never resolved.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast, get_origin, overload
 
@@ -31,6 +33,17 @@ from turnrl.config.sections import Section, union_members
 from turnrl.io import atomic_write_text
 
 S = TypeVar("S", bound=Section)
+
+
+def default_config_path(name: str = "default.yaml") -> Path:
+    """``configs/<name>`` in the working directory, else the copy shipped in the package:
+    ``default.yaml`` is what ``turnrl train`` (and a sweep's recipe without a config) runs,
+    ``pretrain.yaml`` what ``turnrl pretrain`` runs."""
+    local = Path("configs") / name
+    if local.is_file():
+        return local
+    return Path(str(resources.files("turnrl") / "configs" / name))
+
 
 # --------------------------------------------------------------------------------------
 # YAML with line numbers

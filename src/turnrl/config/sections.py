@@ -14,7 +14,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from turnrl.config.errors import FieldError, show
+from turnrl.config.errors import FieldError
+from turnrl.wording import show
 
 
 class Section(BaseModel):

@@ -36,7 +36,8 @@ from importlib import metadata
 from typing import Any, Protocol
 
 from turnrl.envs.protocol import Env, EnvSpec, parse_env_id
-from turnrl.registry import UnknownNameError, unknown_name_message
+from turnrl.registry import UnknownNameError
+from turnrl.wording import unknown_name_message
 
 ENTRY_POINT_GROUP = "turnrl.envs"
 

@@ -22,8 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
-from turnrl.registry import Registry, UnknownNameError, did_you_mean, setting_type_problem
+from turnrl.registry import Registry, UnknownNameError, setting_type_problem
 from turnrl.types import Trajectory
+from turnrl.wording import did_you_mean
 
 __all__ = [
     "REWARDS",

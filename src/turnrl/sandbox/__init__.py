@@ -12,7 +12,7 @@ text the agent sees::
 
 How a call runs::
 
-    host ─Popen, new session─▶ [unshare: namespace mode] ─▶ python -I (supervisor: child.py)
+    host ─Popen, new session─▶ [unshare: namespace mode] ─▶ python -I (supervisor: child/)
                                                                └─fork─▶ worker: drop privileges,
                                                                         setrlimit, exec(code)
 
@@ -20,10 +20,10 @@ How a call runs::
   and process group, in a fresh temporary directory (deleted afterwards), with a scrubbed
   environment: only ``PATH``, ``LANG``/``LC_ALL``, ``HOME``/``TMPDIR`` (= the working
   directory) and ``OMP/OPENBLAS/MKL_NUM_THREADS=1``. The code and the limits travel on stdin,
-  which is then replaced by ``/dev/null``. The interpreter loads ``child.py`` (standard
+  which is then replaced by ``/dev/null``. The interpreter loads the ``child`` package (standard
   library only) as the *supervisor*, which forks the *worker*: it drops privileges, sets the limits
   below, patches ``socket`` and runs the code as ``__main__`` (file name ``<code>``; traceback
-  frames of ``child.py`` are hidden). The code's parent is the supervisor, never the host.
+  frames of the ``child`` package are hidden). The code's parent is the supervisor, never the host.
 - The supervisor reaps the worker and reports, on a pipe only it writes, the exit status, the
   uncaught exception and the CPU time. At ``wall_time_s`` after it started (interpreter start-up
   is not charged) it kills the worker and all its descendants. The host reads stdout/stderr with
@@ -139,7 +139,7 @@ Modules: :mod:`~turnrl.sandbox.api` (:class:`Sandbox`, :func:`run_python`,
 talking to the child), :mod:`~turnrl.sandbox.isolation` (uid modes, refusals, limits, the child's
 argv and environment), :mod:`~turnrl.sandbox.seccomp` (the system-call filter),
 :mod:`~turnrl.sandbox.cgroup` (the call's memory cgroup) and :mod:`~turnrl.sandbox.child`
-(the stdlib-only supervisor and worker).
+(the stdlib-only supervisor and worker: a package of its own, see its docstring).
 """
 
 from turnrl.sandbox.api import Sandbox, namespace_isolation_available, run_python

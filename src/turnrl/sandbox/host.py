@@ -20,7 +20,8 @@ import tempfile
 import time
 
 from turnrl.sandbox import cgroup, uids
-from turnrl.sandbox.child import _STATUS_CAP, _parse_status, _proc_pids, _stat_fields
+from turnrl.sandbox.child.procs import _proc_pids, _stat_fields
+from turnrl.sandbox.child.status import _STATUS_CAP, _parse_status
 from turnrl.sandbox.config import SandboxConfig, SandboxError, SandboxResult
 from turnrl.sandbox.isolation import _argv, _child_env, _payload
 

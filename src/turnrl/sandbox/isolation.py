@@ -16,17 +16,20 @@ from typing import TYPE_CHECKING
 
 from turnrl.sandbox import child, seccomp, uids
 from turnrl.sandbox.child import _PROBE_ARG
+from turnrl.sandbox.child.mounts import _closed_ancestors
 from turnrl.sandbox.config import SandboxError
 
 if TYPE_CHECKING:
     from turnrl.sandbox.config import SandboxConfig
 
 CHILD_PATH = "/usr/local/bin:/usr/bin:/bin"
-# The child imports child.py under another name (cached bytecode, no turnrl package import)
-# and calls _child_main(); argv: [-c, child.py, WORKDIR | _PROBE_ARG].
+# The child imports the child package under another name (cached bytecode, no turnrl package
+# import; its modules import each other relatively) and calls _child_main(); argv:
+# [-c, child/__init__.py, WORKDIR | _PROBE_ARG].
 _CHILD_COMMAND = (
-    "import importlib.util as u, sys\n"
-    "spec = u.spec_from_file_location('_turnrl_sandbox_child', sys.argv[1])\n"
+    "import importlib.util as u, os, sys\n"
+    "spec = u.spec_from_file_location('_turnrl_sandbox_child', sys.argv[1],\n"
+    "    submodule_search_locations=[os.path.dirname(sys.argv[1])])\n"
     "module = sys.modules[spec.name] = u.module_from_spec(spec)\n"
     "spec.loader.exec_module(module)\n"
     "sys.argv[2:] == [module._PROBE_ARG] or module._child_main()\n"
@@ -37,17 +40,18 @@ _uid_modes: dict[str, str] = {}
 
 
 def _child_argv(python: str, last_arg: str) -> list[str]:
-    """``python -I -c _CHILD_COMMAND child.py last_arg``: the supervisor, or the uid probe."""
+    """``python -I -c _CHILD_COMMAND child/__init__.py last_arg``: the supervisor, or the uid
+    probe."""
     return [python, "-I", "-c", _CHILD_COMMAND, os.path.abspath(child.__file__), last_arg]
 
 
 def _uid_mode(python: str) -> str:
     """Root only: how the worker can change uid (probed once per interpreter, cached).
 
-    ``"full"``: a fresh uid can start ``python`` and load ``child.py`` as they are, so process
+    ``"full"``: a fresh uid can start ``python`` and load ``child/`` as they are, so process
     mode can run the worker as that uid. ``"hidden"``: the uid can be set but cannot read the
     interpreter (e.g. under ``/root``): only namespace mode can run it, through a mount view
-    that exposes the interpreter (see :func:`turnrl.sandbox.child._child_setup_namespace`).
+    that exposes the interpreter (see :func:`turnrl.sandbox.child.mounts._child_setup_namespace`).
     ``"none"``: uids cannot be changed here (e.g. a container's user namespace maps only uid
     0), so the code would keep root's file access: the sandbox refuses to run.
     """
@@ -105,7 +109,7 @@ def check_safe(python: str, mode: str) -> None:
         )
     if uid_mode == "hidden" and mode == "process":
         real = os.path.realpath(python)
-        closed = sorted(child._closed_ancestors([real])) or ["a directory only root can enter"]
+        closed = sorted(_closed_ancestors([real])) or ["a directory only root can enter"]
         raise SandboxError(
             f"Sandbox: isolation='process' as root needs an interpreter that an unprivileged "
             f"uid can read, and {real} cannot be read by one (it lives under {closed[0]}, "

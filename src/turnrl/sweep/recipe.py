@@ -39,7 +39,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from turnrl.config.errors import ConfigError
+from turnrl.config import ConfigError, default_config_path, load_config
 from turnrl.models.base import BUILTIN, shipped_base_digest
 
 __all__ = ["Cell", "PlannedRun", "Recipe", "RecipeError", "load_recipe", "plan_runs"]
@@ -303,9 +303,6 @@ def config_key(resolved: dict[str, Any]) -> str:
 def plan_runs(recipe: Recipe, extra: Sequence[str] = ()) -> list[PlannedRun]:
     """Every run of the recipe (cells × seeds), each config loaded and validated now, so a
     bad override fails before anything runs."""
-    from turnrl.cli import default_config_path
-    from turnrl.config import load_config
-
     base = recipe.config_path() or default_config_path()
     runs = []
     for cell in cells(recipe):

@@ -37,9 +37,9 @@ from turnrl.models.chat import encode
 from turnrl.models.files import adaptable_modules, check_weights, is_adapter_dir, read_config
 from turnrl.models.policy import check_model_path
 from turnrl.models.tiny import build_tokenizer, llama_config
-from turnrl.registry import did_you_mean
 from turnrl.rewards import CombinedReward
 from turnrl.train.checkpoint import latest_checkpoint
+from turnrl.wording import did_you_mean
 
 
 def check_model(cfg: Config) -> None:

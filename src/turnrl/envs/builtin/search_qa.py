@@ -95,9 +95,9 @@ from turnrl.envs.retrieval import (
     get_retriever,
 )
 from turnrl.envs.tools import TOOL_FORMATS, Toolbox, ToolFormat, check_tool_role
-from turnrl.registry import did_you_mean
 from turnrl.rewards import normalize_answer
 from turnrl.types import Message, StepResult
+from turnrl.wording import did_you_mean
 
 SPEC = EnvSpec(
     id="search-qa-v0",

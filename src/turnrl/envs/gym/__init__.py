@@ -8,10 +8,12 @@
 This package owns the ``gym:`` ids: ``turnrl.envs`` registers :data:`RESOLVER` with the
 registry under each of :data:`PREFIXES` (``register_prefix``), so ``make("gym:<id>")`` and
 ``make("gym/<turnrl id>")`` need no registration. The resolver imports the adapter, and with
-it gymnasium (the ``turnrl[gym]`` extra), only when such an id is used. The modules:
+it gymnasium (the ``turnrl[gym]`` extra), only when such an id is used: importing
+``turnrl.envs`` loads only the ids module here (the two prefixes). The modules:
 
 * ``adapter``: ``GymEnv``, the Gymnasium env behind the turnrl ``Env`` protocol;
-* ``ids``: Gymnasium's id of a ``gym:`` or ``gym/`` id, and the turnrl id of a Gymnasium one;
+* ``ids``: the two prefixes, Gymnasium's id of a ``gym:`` or ``gym/`` id, and the turnrl id of
+  a Gymnasium one;
 * ``known``: per-env tables (action names, task texts, rewards, success) and observation text;
 * ``oracle``: value iteration on a deterministic tabular model, for ``oracle_action()``.
 """
@@ -20,11 +22,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from turnrl.envs.gym.ids import GYM_NAMESPACE, GYM_PREFIX
+
 if TYPE_CHECKING:
     from turnrl.envs.protocol import Env, EnvSpec
-
-GYM_PREFIX = "gym:"  # make("gym:<Gymnasium id>")
-GYM_NAMESPACE = "gym/"  # the turnrl id of an adapted env: "gym/frozenlake-v1"
 
 
 class GymResolver:
@@ -32,7 +33,7 @@ class GymResolver:
 
     def spec(self, id: str) -> EnvSpec:
         """The spec of the adapted env with default options (built once to read it)."""
-        from turnrl.envs.gym.adapter import gym_env_spec
+        from turnrl.envs.gym.adapter import gym_env_spec  # on first use (see above)
 
         return gym_env_spec(id)
 

@@ -49,8 +49,8 @@ import random
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from turnrl.envs.gym import GYM_PREFIX, known, oracle
-from turnrl.envs.gym.ids import import_gymnasium, resolve_gym_id, turnrl_env_id
+from turnrl.envs.gym import known, oracle
+from turnrl.envs.gym.ids import GYM_PREFIX, import_gymnasium, resolve_gym_id, turnrl_env_id
 from turnrl.envs.protocol import EnvSpec
 from turnrl.types import Message, StepResult
 

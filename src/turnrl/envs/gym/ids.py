@@ -12,9 +12,11 @@ import importlib
 import re
 from typing import Any
 
-from turnrl.envs.gym import GYM_NAMESPACE, GYM_PREFIX
 from turnrl.envs.registry import UnknownEnvError
-from turnrl.registry import did_you_mean
+from turnrl.wording import did_you_mean
+
+GYM_PREFIX = "gym:"  # make("gym:<Gymnasium id>")
+GYM_NAMESPACE = "gym/"  # the turnrl id of an adapted env: "gym/frozenlake-v1"
 
 
 def import_gymnasium(env_id: str) -> Any:

@@ -59,7 +59,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from typing_extensions import NotRequired, Required, TypedDict  # pydantic needs these on 3.11
 
 from turnrl.envs.tools.parsing import loads, show
-from turnrl.registry import did_you_mean
+from turnrl.wording import did_you_mean
 
 __all__ = ["ArgumentError", "Param", "ToolArguments", "expected"]
 

@@ -22,7 +22,7 @@ from transformers.utils.chat_template_utils import (
     TypeHintParsingException,
 )
 
-from turnrl.registry import did_you_mean
+from turnrl.wording import did_you_mean
 
 __all__ = ["TOOL_NAME_PATTERN", "ToolSchemaError", "tool_schema", "tool_schemas"]
 

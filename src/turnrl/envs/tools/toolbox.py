@@ -28,8 +28,8 @@ from turnrl.envs.tools.parsing import (
     find_calls,
 )
 from turnrl.envs.tools.schemas import ToolSchemaError, tool_schema
-from turnrl.registry import closest_name, did_you_mean
 from turnrl.types import Message
+from turnrl.wording import closest_name, did_you_mean
 
 __all__ = [
     "ERROR_KINDS",

@@ -1,0 +1,5 @@
+"""``python -m turnrl.cli``: the ``turnrl`` command (as ``python -m turnrl``)."""
+
+from turnrl.cli import main
+
+raise SystemExit(main())

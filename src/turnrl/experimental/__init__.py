@@ -1,2 +1,0 @@
-"""New estimators and losses before they are promoted to ``turnrl.algos`` (with a reference
-test, a docs entry and a benchmark run)."""
