@@ -1,9 +1,11 @@
 """Safe writes to a run directory.
 
 - :func:`atomic_write_text`: a reader (or a crash) never sees a half-written file.
-- :func:`disk_space`: a full disk or quota (``ENOSPC``, ``EDQUOT``) while writing becomes
-  one :class:`DiskFullError` line saying what was written, where, and how much space it
-  needs, instead of a raw ``OSError`` traceback.
+- :func:`run_write`: a write that fails becomes one :class:`RunWriteError` line saying what
+  was written, where, and why, instead of a raw ``OSError`` traceback; a full disk or quota
+  (``ENOSPC``, ``EDQUOT``) is a :class:`DiskFullError` that also says how much space it needs.
+- :func:`new_run_dir`: run directories are private to their owner (0700): a run's metrics,
+  samples and checkpoints are not for other users (nor for the sandboxed code of an env).
 - :func:`lock_run_dir`: one process at a time per run directory (``fcntl.flock`` on
   ``<run dir>/.lock``, held while the run lives; the kernel drops it with the process, even
   after SIGKILL); a second one gets a :class:`RunDirLocked` naming the holder's pid.
@@ -29,18 +31,25 @@ LOCK_FILE = ".lock"
 
 
 def new_run_dir(out_dir: str | Path, name: str) -> Path:
-    """Make and return ``<out_dir>/<name>``, or ``<name>-2``, ``-3``... if taken."""
+    """Make and return ``<out_dir>/<name>``, or ``<name>-2``, ``-3``... if taken; mode 0700."""
     root = Path(out_dir)
     for n in itertools.count(1):
         run_dir = root / (name if n == 1 else f"{name}-{n}")
-        with contextlib.suppress(FileExistsError):  # taken (also by a run starting now)
-            with disk_space("the run directory", run_dir):
-                run_dir.mkdir(parents=True)
-            return run_dir
+        with run_write("the run directory", run_dir):
+            try:
+                run_dir.mkdir(parents=True, mode=0o700)
+            except FileExistsError:  # taken (also by a run starting now)
+                continue
+            run_dir.chmod(0o700)  # whatever the umask
+        return run_dir
     raise AssertionError("unreachable")
 
 
-class DiskFullError(RuntimeError):
+class RunWriteError(RuntimeError):
+    """A write to the run dir failed: a full disk, a permission, a path that is not a dir..."""
+
+
+class DiskFullError(RunWriteError):
     """A write to the run dir failed for lack of disk space (or quota)."""
 
 
@@ -72,16 +81,20 @@ def is_disk_full(error: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def disk_space(what: str, where: Path,
-               needed: int | Callable[[], int | None] | None = None) -> Iterator[None]:
-    """Turn a full disk while writing ``what`` to ``where`` into a :class:`DiskFullError`
-    (``needed``: the bytes it takes, if known, or a function computing them then)."""
+def run_write(what: str, where: Path,
+              needed: int | Callable[[], int | None] | None = None) -> Iterator[None]:
+    """Turn a failed write of ``what`` to ``where`` into one :class:`RunWriteError` line
+    (:class:`DiskFullError` for a full disk; ``needed``: the bytes it takes, if known, or a
+    function computing them then). Errors that are not about the write pass unchanged."""
     try:
         yield
-    except DiskFullError:
+    except RunWriteError:
         raise
     except Exception as error:
+        reason = f"{error.__class__.__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         if not is_disk_full(error):
+            if isinstance(error, OSError):
+                raise RunWriteError(f"could not write {what} to {where}: {reason}") from None
             raise
         size = needed() if callable(needed) else needed
         free = free_bytes(where)
@@ -89,8 +102,8 @@ def disk_space(what: str, where: Path,
             f"needs about {human_bytes(size)}" if size else "",
             f"{human_bytes(free)} free" if free is not None else "") if part)
         raise DiskFullError(f"disk full while writing {what} to {where}"
-                            f"{f' ({room})' if room else ''}: {error.__class__.__name__}: "
-                            f"{str(error).splitlines()[0] if str(error) else 'no space'}"
+                            f"{f' ({room})' if room else ''}: "
+                            f"{reason if str(error) else error.__class__.__name__ + ': no space'}"
                             ) from None
 
 

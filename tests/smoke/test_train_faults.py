@@ -159,9 +159,15 @@ def test_a_corrupt_newest_checkpoint_is_refused_and_an_earlier_one_resumed(
     assert len(weights.read_bytes()) > 100  # and checkpointed again, whole
 
 
-@pytest.mark.parametrize("target", ["samples", "checkpoint"])
-def test_a_full_disk_stops_the_run_in_one_line_and_it_resumes(
-        tmp_path, capsys, monkeypatch, target) -> None:
+@pytest.mark.parametrize(("target", "code"), [("samples", errno.ENOSPC),
+                                               ("checkpoint", errno.ENOSPC),
+                                               ("samples", errno.EACCES),
+                                               ("checkpoint", errno.EROFS)])
+def test_a_failed_write_stops_the_run_in_one_line_and_it_resumes(
+        tmp_path, capsys, monkeypatch, target, code) -> None:
+    """A full disk, and any other write failure (issue 41: a PermissionError on the samples
+    file was a raw traceback): one line naming what, where and why; metrics and the last
+    whole checkpoint kept; the run resumes."""
     import turnrl.train.checkpoint as checkpoint
     import turnrl.train.samples as samples
 
@@ -169,26 +175,46 @@ def test_a_full_disk_stops_the_run_in_one_line_and_it_resumes(
     real = module.atomic_write_text
     calls = itertools.count(1)
 
-    def filling_up(path, text) -> None:  # the third write finds the disk full
+    def failing(path, text) -> None:  # the third write fails
         if next(calls) == 3:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            raise OSError(code, os.strerror(code), str(path))
         real(path, text)
 
-    monkeypatch.setattr(module, "atomic_write_text", filling_up)
+    monkeypatch.setattr(module, "atomic_write_text", failing)
     capsys.readouterr()
     assert main(["train", *small_run(tmp_path, "train.steps=4")]) == 1
     err = capsys.readouterr().err
     run_dir = tmp_path / "run"
     what = "the samples of step 3" if target == "samples" else "checkpoint step_3"
     (line,) = error_lines(err)
-    assert line.startswith(f"error: disk full while writing {what} to {run_dir}")
-    assert "No space left on device" in line and "Traceback" not in err
+    if code == errno.ENOSPC:
+        assert line.startswith(f"error: disk full while writing {what} to {run_dir}")
+        assert "free space (or move run.out_dir)" in line
+    else:
+        assert line.startswith(f"error: could not write {what} to {run_dir}")
+        assert f"[Errno {code}] {os.strerror(code)}" in line and "disk full" not in line
+        assert "make the path writable" in line
+    assert "Traceback" not in err
     assert line.endswith(f"resume with `turnrl train --resume {run_dir}`")
     assert not list((run_dir / "checkpoints").glob(".tmp_*"))  # no half checkpoint left
+    kept = train_steps(run_dir)
+    assert kept == ([1, 2] if target == "samples" else [1, 2, 3])  # every logged row kept
 
     monkeypatch.setattr(module, "atomic_write_text", real)
     assert main(["train", "--resume", str(run_dir)]) == 0
     assert train_steps(run_dir) == [1, 2, 3, 4]
+
+
+def test_run_directories_are_private_to_their_owner(tmp_path) -> None:
+    from turnrl.io import new_run_dir
+
+    old = os.umask(0)  # even a permissive umask leaves other users out
+    try:
+        first, second = new_run_dir(tmp_path / "runs", "r"), new_run_dir(tmp_path / "runs", "r")
+    finally:
+        os.umask(old)
+    assert second.name == "r-2"
+    assert all((d.stat().st_mode & 0o777) == 0o700 for d in (first, second))
 
 
 # ---------------------------------------------------------------- a full context

@@ -20,7 +20,7 @@ import torch
 from turnrl.cli import main
 from turnrl.config import load_config, save_config
 from turnrl.envs.builtin.arithmetic import Arithmetic
-from turnrl.io import DiskFullError, RunDirLocked, disk_space, lock_run_dir
+from turnrl.io import DiskFullError, RunDirLocked, RunWriteError, lock_run_dir, run_write
 from turnrl.rollout.guard import EnvCalls
 from turnrl.rollout.stats import rollout_metrics
 from turnrl.train.alarms import AlarmMonitor, default_rules
@@ -215,7 +215,7 @@ def test_a_resume_override_past_the_models_positions_is_refused_before_anything(
     RuntimeError("Error while serializing: IoError(No space left on device (os error 28))"),
 ])
 def test_a_full_disk_becomes_one_line_naming_what_and_where(tmp_path: Path, error) -> None:
-    with pytest.raises(DiskFullError) as full, disk_space("checkpoint step_3", tmp_path,
+    with pytest.raises(DiskFullError) as full, run_write("checkpoint step_3", tmp_path,
                                                           needed=lambda: 3 * 1024 ** 2):
         raise error
     message = str(full.value)
@@ -224,9 +224,17 @@ def test_a_full_disk_becomes_one_line_naming_what_and_where(tmp_path: Path, erro
     assert "free)" in message and "\n" not in message
 
 
-def test_other_write_errors_are_not_called_a_full_disk(tmp_path: Path) -> None:
-    with pytest.raises(PermissionError), disk_space("metrics", tmp_path):
+def test_other_write_errors_are_one_line_not_called_a_full_disk(tmp_path: Path) -> None:
+    with pytest.raises(RunWriteError) as failed, run_write("metrics", tmp_path):
         raise PermissionError(errno.EACCES, "Permission denied")
+    assert not isinstance(failed.value, DiskFullError)
+    assert str(failed.value) == (f"could not write metrics to {tmp_path}: "
+                                 "PermissionError: [Errno 13] Permission denied")
+
+
+def test_errors_that_are_not_about_the_write_pass_unchanged(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="a bug"), run_write("metrics", tmp_path):
+        raise ValueError("a bug")
 
 
 class FullFile:

@@ -40,7 +40,7 @@ from turnrl.cli import (
     train,
 )
 from turnrl.console import set_verbosity, tolerate_any_encoding
-from turnrl.io import DiskFullError
+from turnrl.io import RunWriteError
 
 __all__ = ["build_parser", "main"]
 
@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except common.user_errors() as error:
         common.print_error(error)
         return 2
-    except DiskFullError as error:  # what was being written, where, and how to go on
+    except RunWriteError as error:  # what was being written, where, why, and how to go on
         common.print_error(error)
         return 1
     except KeyboardInterrupt:

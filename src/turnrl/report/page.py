@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from turnrl.io import atomic_write_text, disk_space
+from turnrl.io import atomic_write_text, run_write
 
 __all__ = ["json_for_html", "render", "write_page"]
 
@@ -60,6 +60,6 @@ def render(template: str, context: Mapping[str, Any], *, scripts: tuple[str, ...
 def write_page(path: Path, html: str) -> Path:
     """Write ``html`` to ``path`` atomically (a reader never sees half a page)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with disk_space("the report", path, len(html.encode())):
+    with run_write("the report", path, len(html.encode())):
         atomic_write_text(path, html)
     return path

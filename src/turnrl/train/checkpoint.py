@@ -28,7 +28,7 @@ from safetensors import safe_open
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from turnrl.io import atomic_write_text, dir_size, disk_space
+from turnrl.io import atomic_write_text, dir_size, run_write
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
 # a model dir holds one of these (a full model, LoRA adapters, sharded, or the old format)
@@ -57,7 +57,7 @@ def save_checkpoint(run_dir: Path, step: int, *, policy: nn.Module,
         critic.save_pretrained(tmp / "critic")  # type: ignore[operator]
     previous = latest_checkpoint(run_dir)
     try:
-        with disk_space(f"checkpoint step_{step}", tmp,
+        with run_write(f"checkpoint step_{step}", tmp,
                         needed=lambda: dir_size(previous) if previous else None):
             policy.save_pretrained(str(tmp))  # type: ignore[operator]
             tokenizer.save_pretrained(str(tmp))

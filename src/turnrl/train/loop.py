@@ -19,7 +19,7 @@ from pathlib import Path
 from turnrl.algos import ADVANTAGES
 from turnrl.config import Config, dump_config
 from turnrl.config.checks import validate
-from turnrl.io import DiskFullError, atomic_write_text, disk_space
+from turnrl.io import DiskFullError, RunWriteError, atomic_write_text, run_write
 from turnrl.train import scaleout
 from turnrl.train.collect import RolloutError
 from turnrl.train.hooks import AlarmStop, Interrupted, LoopState, StepHooks, stop_signals
@@ -166,14 +166,16 @@ def train(cfg: Config, *, resume: Path | None = None,
         after = evaluate_run(run, t.steps, "after RL")
         result = RunResult(run.run_dir, state.before, after, state.history,  # resumed: + before
                            time.perf_counter() - start + run.logger.resumed_s)
-        with disk_space("eval.json", run.run_dir / "eval.json"):
+        with run_write("eval.json", run.run_dir / "eval.json"):
             atomic_write_text(run.run_dir / "eval.json", json.dumps(
                 {"before": state.before, "after": after, "wall_time_s": result.wall_time_s,
                  "config": dump_config(cfg)}, indent=2) + "\n")
         result.report = hooks.final_report()
-    except DiskFullError as error:  # its checkpoints are whole: the run stays resumable
-        raise DiskFullError(f"{error}; free space (or move run.out_dir) and resume with "
-                            f"`turnrl train --resume {run.run_dir}`") from None
+    except RunWriteError as error:  # its checkpoints are whole: the run stays resumable
+        fix = "free space (or move run.out_dir)" if isinstance(error, DiskFullError) \
+            else "make the path writable"
+        raise type(error)(f"{error}; {fix} and resume with "
+                          f"`turnrl train --resume {run.run_dir}`") from None
     finally:
         if out is not None:
             out.close()

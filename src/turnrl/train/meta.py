@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from turnrl.io import atomic_write_text, disk_space
+from turnrl.io import atomic_write_text, run_write
 
 __all__ = ["code_commit", "machine", "record_session"]
 
@@ -83,5 +83,5 @@ def record_session(run_dir: Path, device: torch.device) -> None:
         sessions = []  # an unreadable record is replaced, never a reason to stop a run
     sessions.append(machine(device))
     text = json.dumps({"sessions": sessions}, indent=2) + "\n"
-    with disk_space("meta.json", path, len(text.encode())):
+    with run_write("meta.json", path, len(text.encode())):
         atomic_write_text(path, text)

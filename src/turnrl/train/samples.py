@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from turnrl.io import atomic_write_text, disk_space
+from turnrl.io import atomic_write_text, run_write
 from turnrl.train.learner import Learner
 from turnrl.train.scoring import EpisodeScore, ScoredBatch
 from turnrl.types import TokenBatch, TrainBatch, Trajectory
@@ -106,5 +106,5 @@ def save_eval_samples(run_dir: Path, step: int, trajectories: Sequence[Trajector
 
 def _write(path: Path, what: str, lines: list[str]) -> None:
     text = "\n".join(lines) + "\n"
-    with disk_space(what, path, len(text.encode())):
+    with run_write(what, path, len(text.encode())):
         atomic_write_text(path, text)

@@ -38,7 +38,7 @@ from turnrl.config.checks import Validated, env_kwargs, validate
 from turnrl.envs.latency import with_latency
 from turnrl.envs.protocol import Env
 from turnrl.eval.evaluate import evaluate
-from turnrl.io import RunDirLock, disk_space, lock_run_dir, new_run_dir
+from turnrl.io import RunDirLock, lock_run_dir, new_run_dir, run_write
 from turnrl.models.base import BUILTIN, write_builtin
 from turnrl.models.chat import encode, render
 from turnrl.models.policy import (
@@ -237,7 +237,7 @@ def open_run(checked: Validated, *, resume: Path | None = None,
     lock = lock_run_dir(run_dir)
     try:
         checkpoint = resume_checkpoint(run_dir, resume_from) if resume is not None else None
-        with disk_space("config.yaml", run_dir / "config.yaml"):
+        with run_write("config.yaml", run_dir / "config.yaml"):
             save_config(cfg, run_dir / "config.yaml")
         run = _open(checked, run_dir, rewards, checkpoint, lock, resuming=resume is not None)
         if checkpoint is not None:  # going on from an earlier one: the newer are void
@@ -376,7 +376,7 @@ def run_sft(cfg: Config, *, out: Path | None = None) -> tuple[Run, Path, dict[st
     warm_start(cfg, run.model, run.make_env, run.progress,
                lambda i, m: run.logger.log(i, m, phase="sft"), conversations)
     out = out or run.run_dir / "sft_model"
-    with disk_space("the SFT model", out):
+    with run_write("the SFT model", out):
         run.model.policy.save_pretrained(str(out))
         run.model.tokenizer.save_pretrained(str(out))
     summary = evaluate_run(run, 0, "after SFT")
@@ -401,7 +401,7 @@ def frozen_reference(run: Run) -> torch.nn.Module | None:
         tmp = run.run_dir / ".tmp_reference"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            with disk_space("the KL reference model", tmp):
+            with run_write("the KL reference model", tmp):
                 model.save_pretrained(str(tmp))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

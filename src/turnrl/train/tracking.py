@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from turnrl.io import atomic_write_text, disk_space
+from turnrl.io import atomic_write_text, run_write
 
 
 class MetricsLogger:
@@ -29,7 +29,7 @@ class MetricsLogger:
         if resume_at is not None and self.path.is_file():
             lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
             kept = lines[:resume_at[0]]
-            with disk_space("metrics.jsonl", self.path, len("".join(kept).encode())):
+            with run_write("metrics.jsonl", self.path, len("".join(kept).encode())):
                 atomic_write_text(self.path, "".join(kept))
             if kept:
                 self.resumed_s = float(json.loads(kept[-1]).get("time", 0.0))
@@ -58,7 +58,7 @@ class MetricsLogger:
         record = {"step": step, "phase": phase, "time": round(time.time() - self._start, 3),
                   **scalars}
         line = (json.dumps(record) + "\n").encode()
-        with disk_space(f"the metrics of step {step}", self.path, len(line)):
+        with run_write(f"the metrics of step {step}", self.path, len(line)):
             self._file.write(line)
         self.lines += 1
         if self._tb is not None:
