@@ -53,12 +53,12 @@ HANGS = {"wall_time_s": 1.0, "cpu_time_s": 1.0, "max_processes": 16}  # expected
 
 @pytest.fixture(scope="module")
 def quick() -> Sandbox:
-    return Sandbox(**FINISHES)
+    return sandbox_in(MODE, **FINISHES)
 
 
 @pytest.fixture(scope="module")
 def hang() -> Sandbox:
-    return Sandbox(**HANGS)
+    return sandbox_in(MODE, **HANGS)
 
 
 def live_processes(needle: str, ignore: frozenset[int] = frozenset()) -> list[int]:
@@ -113,8 +113,29 @@ def describe_processes(pids: list[int]) -> list[str]:
     return described
 
 
+def program_exception(result: SandboxResult) -> str:
+    """The last line of the program's stderr: its own account of an uncaught exception (the
+    program's text, never part of the host's verdict)."""
+    lines = result.stderr.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def failure_text(result: SandboxResult) -> str:
+    """What failed: the program's exception line where the host's verdict is the plain
+    ``exited with code 1`` of an uncaught exception, else the verdict (``error``)."""
+    if result.error == "exited with code 1" and program_exception(result):
+        return program_exception(result)
+    return result.error or ""
+
+
 def expect_error(result: SandboxResult, *fragments: str) -> None:
-    """The call failed, the error names one of ``fragments`` and the agent sees it."""
+    """The call failed, its verdict or the program's exception line names one of
+    ``fragments``, and the agent sees it."""
     assert result.error is not None, result
-    assert any(f in result.error for f in fragments), result
-    assert result.error in result.observation() or result.stderr.rstrip().endswith(result.error)
+    text = failure_text(result)
+    assert any(f in text for f in fragments), result
+    observation = result.observation()
+    seen = any(f in observation for f in fragments if f in text)
+    traceback_shown = result.error == "exited with code 1" and program_exception(result) in \
+        observation  # observation() leaves the plain verdict out after a traceback
+    assert seen or traceback_shown, result

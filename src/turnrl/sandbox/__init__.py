@@ -76,36 +76,38 @@ filter, the worker's ``socket`` and ``_socket`` modules refuse every socket the 
 ``PermissionError: [Errno 13] sockets are disabled in the sandbox (AF_UNIX): ...``; only a
 bypass past Python (ctypes) meets the filter's bare ``EACCES``.
 
-Isolation (``SandboxConfig.isolation``; ``"auto"`` picks ``"namespace"`` when a probe call
-works on this host, else ``"process"``; ``SandboxResult.isolation`` says which ran):
+Isolation (``SandboxConfig.isolation``; ``"auto"`` is ``"namespace"`` where a probe call works,
+else a :class:`SandboxError` naming the fix, never a silent fallback; a failed probe is retried
+after a few seconds; ``SandboxResult.isolation`` says which ran):
 
-- ``"namespace"``: the supervisor runs under ``unshare(1)`` in new PID, mount, network and IPC
-  namespaces, plus a user namespace when the host is not root (needs unprivileged user
-  namespaces; Docker's default seccomp profile forbids them). Enforced by the kernel: no
-  network (only a down loopback, whatever the code calls); the code sees and can signal only
-  its own processes (its parent is PID 1 of the namespace, which ignores signals from inside,
-  and ``/proc`` shows only the namespace); every process in the namespace, daemonised or not,
-  dies with the supervisor; ``/tmp`` (with the working directory) and ``/dev/shm`` are private
-  tmpfs mounts of ``tmpfs_mb`` that vanish with the namespace; the host's ``/dev/pts``
-  (terminals), ``/dev/mqueue`` and ``/run`` (daemon sockets) are covered by empty read-only
-  mounts; every directory on the way to the interpreter that the call's uid could not enter
-  (``/root`` when the interpreter is under it) is covered too, with only the interpreter's own
-  directories bind-mounted back, so root's home is simply not there; every other mount is
-  remounted read-only (best effort, mount by mount), so writing to the repository fails with
-  ``EROFS`` and writing to the host's ``/tmp`` lands in the private one.
-- ``"process"``: the fallback. Enforced: the limits, the seccomp filter (so the network and
-  host sockets are denied by the kernel here too), the scrubbed environment, the fresh working
-  directory, the process-group kill, and descendants: the supervisor is a child *subreaper*,
-  so orphans (double-forked, ``setsid`` daemons) are re-parented to it, and it freezes
-  (``SIGSTOP``) then kills every descendant when the code ends or times out; as root, what the
-  call's uid left in ``/tmp``, ``/var/tmp`` and ``/dev/shm`` is deleted afterwards. Not
-  enforced: files elsewhere are readable and writable wherever the code's uid may (with only
-  ``file_size_mb`` per file), and world-readable files of the host (a run's ``config.yaml``
-  if its mode allows) can be read; ``/proc`` shows the host's processes. A non-root host
-  shares its uid with the code, which can therefore ``kill(2)`` the host and its processes by
-  pid, ``kill(-1)`` all of them, read ``/proc/<host pid>/environ`` and the user's own files,
-  or kill the supervisor (reported as ``killed: the sandbox supervisor was killed``; its
-  daemons may then survive): none of this can be refused without namespaces or root.
+- ``"namespace"``: the supervisor runs under ``unshare(1)`` in new PID, mount, network, IPC and
+  UTS namespaces (plus a user namespace when the host is not root), joins the call's memory
+  cgroup, enters a cgroup namespace rooted there, and ``pivot_root``\\ s into a **minimal root**
+  (:mod:`.child.mounts`): a read-only tmpfs holding the working directory in a private ``/tmp``
+  (``tmpfs_mb``), a private ``/dev/shm``, ``/dev/null``, ``/dev/zero``, ``/dev/urandom``, its
+  own ``/proc``, and, read-only, the interpreter's prefixes (``sys.path`` entries outside them,
+  an editable checkout, are left out), the system's shared libraries, ``/etc/ld.so.cache`` and
+  ``SandboxConfig.readonly_paths``. The host's tree is detached: no host file, socket, FIFO or
+  device can be named; no network (only a down loopback); the code sees and can signal only
+  its own processes, which all die with the supervisor.
+- ``"process"``: only when chosen explicitly. Enforced: the limits, the seccomp filter, the
+  scrubbed environment, the fresh working directory, the process-group kill, and descendants
+  (the supervisor is a child subreaper that freezes then kills every descendant); as root, what
+  the call's uid left in every world-writable directory (``/tmp``, ``/var/tmp``, ``/dev/shm``,
+  ``/run/lock``, ... and any within three levels of ``/``) is deleted afterwards. Not
+  enforced: files elsewhere are readable and writable wherever the code's uid may, and
+  ``/proc`` shows the host's processes. A non-root host shares its uid with the code, which
+  can therefore signal the host's processes and read their ``/proc/<pid>/environ``.
+
+Verdicts are the host's: ``exit_code`` is the worker's wait status as the supervisor reaped it,
+``timed_out`` the supervisor's or the host's timer, ``killed: memory limit`` the cgroup's OOM
+counter; ``error`` is built from these only (``exited with code N``, ``TimeoutError: ...``,
+``killed: ...``). The worker closes its pipe to the supervisor before the code runs, so the
+code has no channel but its exit status; an uncaught exception's traceback goes to ``stderr``
+(the program's text). ``sys.setrecursionlimit`` is capped at ``memory_mb`` MiB / 2 KiB
+levels, and a recursion past it (or past the C stack) is ``killed: stack overflow``.
+``cpu_share`` pins the worker to ``ceil(share * cores)`` cores (``sched_setaffinity`` is
+denied by the filter).
 
 Privileges. In every mode the worker ends with no capabilities, ``no_new_privs`` and the
 seccomp filter. As root it also switches to a fresh uid per call (``1900000000 + n``), real,
@@ -121,14 +123,9 @@ code would run with root's file access. As a normal user in namespace mode ``RLI
 counts per user namespace, i.e. per call; in process mode it is the user's current number of
 tasks plus ``max_processes`` (racy: shared with the user's other processes).
 
-Deep recursion: past the default recursion limit it is ``RecursionError``; after
-``sys.setrecursionlimit`` raised it, running out of memory is reported as ``MemoryError:
-recursion ran out of memory`` (CPython 3.11 itself says ``SystemError: error return without
-exception set``) and a C stack overflow as ``killed by signal SIGSEGV ...: usually the C stack
-overflowed``.
-
 ``observation()`` is stdout, then stderr (the traceback), then the ``error`` line unless stderr
-already ends with it, or ``(no output)``. Output is decoded as UTF-8 with U+FFFD for invalid
+already ends with it (or it is the ``exited with code 1`` of a traceback), or ``(no output)``.
+Output is decoded as UTF-8 with U+FFFD for invalid
 bytes and NULs; the code's own ``print`` uses ``errors="backslashreplace"``. Failures of the
 sandbox itself (no interpreter, a broken ``unshare``, a platform other than Linux) raise
 :class:`SandboxError`; nothing the code does raises on the host.

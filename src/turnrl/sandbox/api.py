@@ -1,15 +1,14 @@
 """The sandbox's entry points: :class:`Sandbox` (one config, thread-safe, one child process per
 call), :func:`run_python` (one shot) and :func:`namespace_isolation_available` (the probe
-``isolation="auto"`` relies on, run once per interpreter and cached).
+``isolation="auto"`` relies on; a success is cached, a failure retried after a few seconds).
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import shutil
 import sys
 import threading
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -18,9 +17,8 @@ from turnrl.sandbox.host import _run
 from turnrl.sandbox.isolation import CHILD_PATH, check_safe
 
 _namespace_lock = threading.Lock()
-_namespace_ok: dict[str, bool] = {}
-_warned: set[str] = set()
-log = logging.getLogger("turnrl")
+_namespace_ok: dict[str, tuple[bool, float]] = {}  # python -> (works, when probed)
+_RETRY_AFTER_S = 10.0
 
 
 class Sandbox:
@@ -52,28 +50,47 @@ class Sandbox:
 
     @property
     def isolation(self) -> str:
-        """The resolved mode, ``"namespace"`` or ``"process"`` (probed once on first use)."""
+        """The resolved mode: ``"namespace"``, or ``"process"`` only when chosen explicitly.
+        ``auto`` never falls back: where namespaces do not work it raises a
+        :class:`SandboxError` that names the fix (and probes again on the next call)."""
         if self._isolation is None:
             wanted = self.config.isolation
-            available = wanted != "process" and namespace_isolation_available(self.python)
-            if wanted == "namespace" and not available:
+            if wanted != "process" and not namespace_isolation_available(self.python):
                 raise SandboxError(
-                    "Sandbox: isolation='namespace' needs unshare(1) with PID/mount/network "
-                    "namespaces (and unprivileged user namespaces when not root), which do not "
-                    "work here; use isolation='auto' or 'process'"
+                    f"Sandbox: isolation={wanted!r} needs namespaces (unshare(1) with PID, "
+                    "mount, network and IPC namespaces, and unprivileged user namespaces when "
+                    "not root), which do not work here; fix: run as root, or enable user "
+                    "namespaces (sysctl kernel.unprivileged_userns_clone=1; in Docker, "
+                    "--security-opt seccomp=unconfined or --privileged), or choose "
+                    "isolation='process' explicitly, which does NOT hide the host's files "
+                    "(docs/reliability.md)"
                 )
-            resolved = "namespace" if available else "process"
+            resolved = "process" if wanted == "process" else "namespace"
             check_safe(self.python, resolved)
-            if resolved == "process" and wanted == "auto":
-                _warn_once(self.python)
             self._isolation = resolved
         return self._isolation
 
-    def run(self, code: str) -> SandboxResult:
-        """Run ``code`` as a script and return what happened; never raises for the code's sake."""
+    def run(self, code: str, files: dict[str, str] | None = None) -> SandboxResult:
+        """Run ``code`` as a script and return what happened; never raises for the code's sake.
+
+        ``files``: text files (relative path -> content) written into the fresh working
+        directory before the code runs, e.g. a grader's hidden tests beside the agent's
+        solution: grading runs in a sandbox of its own, after the episode, and the agent's
+        sandbox never held them (docs/environments.md, "Code envs grade apart")."""
         if not isinstance(code, str):
             raise TypeError(f"Sandbox.run: code must be a str, got {type(code).__name__}")
-        return _run(code, self.config, self.python, self.isolation)
+        checked = _check_files(files or {})
+        return _run(code, self.config, self.python, self.isolation, checked)
+
+
+def _check_files(files: dict[str, str]) -> dict[str, str]:
+    for path, text in files.items():
+        parts = path.split("/") if isinstance(path, str) else []
+        if not parts or path.startswith("/") or any(p in ("", ".", "..") for p in parts) \
+                or not isinstance(text, str):
+            raise ValueError(f"Sandbox.run: files must map relative paths (no '..') to text, "
+                             f"got {path!r}: {type(text).__name__}")
+    return dict(files)
 
 
 def run_python(code: str, config: SandboxConfig | None = None, **limits: Any) -> SandboxResult:
@@ -81,39 +98,24 @@ def run_python(code: str, config: SandboxConfig | None = None, **limits: Any) ->
     return Sandbox(config, **limits).run(code)
 
 
-def _warn_once(python: str) -> None:
-    """``auto`` fell back to process mode: say once (per interpreter) what that mode does not
-    isolate."""
-    with _namespace_lock:
-        if python in _warned:
-            return
-        _warned.add(python)
-    same_uid = ("" if os.geteuid() == 0 else
-                "; and the code runs as this host's uid, so it can signal the host's processes "
-                "and read their /proc/<pid>/environ")
-    log.warning(
-        "sandbox: namespaces are unavailable here (unshare(1) failed), so code runs in "
-        "process isolation. Held: the limits, the seccomp filter (no sockets), a fresh working "
-        "directory and, as root, a fresh uid per call. Not isolated: files outside the working "
-        "directory are readable and writable wherever the code's uid may, the disk can be "
-        "filled file by file, and /proc lists the "
-        f"host's processes{same_uid} (docs/reliability.md)"
-    )
-
-
 def namespace_isolation_available(python: str | None = None) -> bool:
-    """Whether ``isolation="namespace"`` works on this host (runs one probe call, cached)."""
+    """Whether ``isolation="namespace"`` works on this host. A success is cached for the
+    interpreter's life; a failure for ``_RETRY_AFTER_S`` only, so one slow or unlucky probe
+    (a loaded machine) never decides for good."""
     python = python or sys.executable
     with _namespace_lock:
-        if python not in _namespace_ok:
-            _namespace_ok[python] = _probe_namespace(python)
-        return _namespace_ok[python]
+        known = _namespace_ok.get(python)
+        if known is not None and (known[0] or time.monotonic() - known[1] < _RETRY_AFTER_S):
+            return known[0]
+        ok = _probe_namespace(python)
+        _namespace_ok[python] = (ok, time.monotonic())
+        return ok
 
 
 def _probe_namespace(python: str) -> bool:
     if not sys.platform.startswith("linux") or shutil.which("unshare", path=CHILD_PATH) is None:
         return False
-    config = SandboxConfig(wall_time_s=10.0, cpu_time_s=10.0, isolation="namespace")
+    config = SandboxConfig(wall_time_s=30.0, cpu_time_s=30.0, isolation="namespace")
     try:
         result = _run("import socket\nprint('ok')", config, python, "namespace")
     except (SandboxError, OSError):

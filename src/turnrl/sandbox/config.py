@@ -35,8 +35,11 @@ class SandboxConfig:
     max_processes: int = 32  # RLIMIT_NPROC: processes + threads of the call, main one included
     max_output_bytes: int = 16_384  # per stream; beyond it the middle is cut with a marker
     tmpfs_mb: int = 64  # namespace mode: size of the private /tmp (holds the workdir), /dev/shm
-    isolation: str = "auto"  # "auto" | "namespace" | "process"
+    cpu_share: float = 0.5  # the share of the host's cores the call may run on (pinned)
+    isolation: str = "auto"  # "auto" (namespace, or an error) | "namespace" | "process"
     python: str | None = None  # interpreter; None: the host's sys.executable
+    # namespace mode: host directories (or files) the code may read, besides the interpreter
+    readonly_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name, minimum in (("wall_time_s", 0.01), ("cpu_time_s", 0.01), ("file_size_mb", 0.0)):
@@ -49,10 +52,24 @@ class SandboxConfig:
             ("tmpfs_mb", 1),
         ):
             _check_number(name, getattr(self, name), minimum, is_int=True)
+        _check_number("cpu_share", self.cpu_share, 0.0, is_int=False)
+        if not 0 < self.cpu_share <= 1:
+            raise ValueError(
+                f"SandboxConfig.cpu_share must be in (0, 1] (a share of the host's cores), "
+                f"got {self.cpu_share!r}; e.g. cpu_share=0.5 (the default)"
+            )
         if self.isolation not in ISOLATION_MODES:
             raise ValueError(
                 f"SandboxConfig.isolation must be one of {ISOLATION_MODES}, "
-                f"got {self.isolation!r}; use 'auto' unless a test needs a specific mode"
+                f"got {self.isolation!r}; use 'auto' (namespace isolation, or an error naming "
+                "the fix); 'process' hides nothing of the host's files: choose it explicitly"
+            )
+        paths = self.readonly_paths
+        if not isinstance(paths, tuple) or not all(
+                isinstance(p, str) and p.startswith("/") and p != "/" for p in paths):
+            raise ValueError(
+                f"SandboxConfig.readonly_paths must be a tuple of absolute paths other than "
+                f"'/', got {paths!r}; e.g. readonly_paths=('/opt/data',)"
             )
         if self.python is not None and not (isinstance(self.python, str) and self.python):
             raise ValueError(
@@ -80,8 +97,10 @@ class SandboxResult:
 
     ``exit_code``: the code's exit status (``SystemExit`` codes modulo 256, 1 after an uncaught
     exception), ``-N`` when killed by signal N, ``None`` when it never finished (wall-clock
-    timeout, or the supervisor was killed). ``error``: one line for the agent, ``None`` on
-    success. ``truncated``: stdout or stderr exceeded ``max_output_bytes``. ``isolation``:
+    timeout, or the supervisor was killed). ``error``: one line built by the host from what it
+    observed (exit status, signal, timers, the cgroup), ``None`` on success; never text the
+    program wrote (its traceback is in ``stderr``). ``truncated``: stdout or stderr exceeded
+    ``max_output_bytes``. ``isolation``:
     the mode that ran the code, ``"namespace"`` or ``"process"``.
     """
 
@@ -99,8 +118,13 @@ class SandboxResult:
         return self.error is None
 
     def observation(self) -> str:
-        """The text an agent sees: stdout, stderr, then ``error`` unless stderr ends with it."""
+        """The text an agent sees: stdout, stderr, then ``error`` unless stderr ends with it or
+        it is the plain ``exited with code 1`` of an uncaught exception whose traceback stderr
+        already shows."""
         parts = [text.rstrip("\n") for text in (self.stdout, self.stderr) if text.strip()]
-        if self.error is not None and not self.stderr.rstrip().endswith(self.error):
+        shown = self.stderr.rstrip().endswith(self.error or "\0") or (
+            self.error == "exited with code 1" and "Traceback (most recent call last)"
+            in self.stderr)
+        if self.error is not None and not shown:
             parts.append(self.error)
         return "\n".join(parts) if parts else NO_OUTPUT

@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 
 from turnrl.sandbox import cgroup, uids
@@ -25,6 +26,7 @@ from turnrl.sandbox.child.status import _STATUS_CAP, _parse_status
 from turnrl.sandbox.config import SandboxConfig, SandboxError, SandboxResult
 from turnrl.sandbox.isolation import _argv, _child_env, _payload
 
+_shared_lock = threading.Lock()
 _EXIT_GRACE_S = 0.5  # how long the host drains pipes still held open after the supervisor exited
 # The supervisor kills the code (and its descendants) at wall_time_s after it starts; the host
 # kills the whole process group this much later, as a backstop (a dead or stuck supervisor).
@@ -65,13 +67,15 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
-def _run(code: str, config: SandboxConfig, python: str, mode: str) -> SandboxResult:
+def _run(code: str, config: SandboxConfig, python: str, mode: str,
+         files: dict[str, str] | None = None) -> SandboxResult:
     workdir = tempfile.mkdtemp(prefix="turnrl-sandbox-")
     group = cgroup.create(config.memory_mb << 20)
     payload: dict = {}
     try:
         payload = _payload(code, config, python, mode, workdir,
                            group.procs if group is not None else None)
+        payload["files"] = files or {}
         return _run_in(payload, config, python, mode, group)
     finally:
         _clean_up(workdir, group, payload.get("uid"), mode)
@@ -288,9 +292,6 @@ def _describe(info: dict, timed_out: bool, config: SandboxConfig, returncode: in
         return f"killed: the sandbox supervisor was killed (exit status {returncode})"
     if code < 0:
         return _describe_signal(-code, info, config)
-    exception = info.get("exception")
-    if isinstance(exception, str) and code != 0:
-        return exception
     return None if code == 0 else f"exited with code {code}"
 
 
@@ -303,9 +304,9 @@ def _describe_signal(signum: int, info: dict, config: SandboxConfig) -> str:
     if signum == signal.SIGXFSZ:
         return f"killed: file size limit ({config.file_size_mb:g} MiB) exceeded"
     if signum == signal.SIGSEGV:
-        return ("killed by signal SIGSEGV (Segmentation fault): usually the C stack overflowed "
-                "(recursion deeper than the stack allows after sys.setrecursionlimit(); "
-                f"the stack limit is {_stack_mib()} MiB)")
+        return ("killed: stack overflow (SIGSEGV): recursion deeper than the stack "
+                f"({_stack_mib()} MiB) or the memory limit ({config.memory_mb} MiB) allows, "
+                "usually after sys.setrecursionlimit()")
     if signum == signal.SIGSYS:
         return "killed by signal SIGSYS: a system call from another ABI (i386 or x32) is denied"
     try:
@@ -316,15 +317,43 @@ def _describe_signal(signum: int, info: dict, config: SandboxConfig) -> str:
     return f"killed by signal {name} ({description})"
 
 
-_SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # where any uid may create files
+_SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue",
+                "/var/crash", "/var/mail")  # where any uid may create files, as usually set up
+_SCAN_DEPTH = 3  # plus every world-writable directory this many levels below "/"
+_shared_found: list[list[str]] = []
+
+
+def _world_writable_dirs() -> list[str]:
+    """The usual shared directories and every world-writable directory within
+    ``_SCAN_DEPTH`` levels of ``/`` (``/proc`` and ``/sys`` aside), found once per process;
+    symlinks are never followed (``/var/lock`` is usually one to ``/run/lock``)."""
+    with _shared_lock:
+        if not _shared_found:
+            found = {d for d in _SHARED_DIRS if os.path.isdir(d) and not os.path.islink(d)}
+            level = ["/"]
+            for _ in range(_SCAN_DEPTH):
+                deeper = []
+                for directory in level:
+                    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+                        for entry in entries:
+                            if entry.path in ("/proc", "/sys") or not entry.is_dir(
+                                    follow_symlinks=False):
+                                continue
+                            deeper.append(entry.path)
+                            with contextlib.suppress(OSError):
+                                if entry.stat(follow_symlinks=False).st_mode & 0o002:
+                                    found.add(entry.path)
+                level = deeper
+            _shared_found.append(sorted(found))
+        return _shared_found[0]
 
 
 def _remove_leftovers(uid: int) -> None:
-    """Process mode as root: delete what the call's uid (used by no one else) left in the
-    world-writable directories and in every world-writable directory below them (e.g.
-    ``/tmp/ray/...``), on the same file system, never following symlinks (by then every process
-    of the call is dead)."""
-    todo = [d for d in _SHARED_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    """Process mode as root: delete what the call's uid (used by no one else) left in every
+    world-writable directory (:func:`_world_writable_dirs`) and in every world-writable
+    directory below them (e.g. ``/tmp/ray/...``), on the same file system, never following
+    symlinks (by then every process of the call is dead)."""
+    todo = list(_world_writable_dirs())
     while todo:
         directory = todo.pop()
         try:

@@ -7,6 +7,7 @@ supervisor (:mod:`turnrl.sandbox.child`), under ``unshare(1)`` in namespace mode
 from __future__ import annotations
 
 import errno
+import itertools
 import math
 import os
 import shutil
@@ -149,6 +150,7 @@ def _payload(code: str, config: SandboxConfig, python: str, mode: str, workdir: 
         "cgroup_procs": cgroup_procs,
         "wall_time_s": config.wall_time_s,
         "tmpfs_bytes": config.tmpfs_mb << 20,
+        "readonly_paths": list(config.readonly_paths),
         "limits": {
             "cpu": math.ceil(config.cpu_time_s),
             "memory": config.memory_mb << 20,
@@ -157,7 +159,20 @@ def _payload(code: str, config: SandboxConfig, python: str, mode: str, workdir: 
             "processes": nproc,
         },
         "nproc_relative": nproc_relative,
+        "cpus": _cpu_set(config.cpu_share),
     }
+
+
+_cpu_counter = itertools.count()
+
+
+def _cpu_set(share: float) -> list[int]:
+    """The cores a call is pinned to: ``ceil(share * n)`` of the host process's ``n`` allowed
+    cores (at least one), starting at a rotating offset so concurrent calls spread out."""
+    allowed = sorted(os.sched_getaffinity(0))
+    count = max(1, min(len(allowed), math.ceil(share * len(allowed) - 1e-9)))
+    start = next(_cpu_counter) % len(allowed)
+    return sorted(allowed[(start + i) % len(allowed)] for i in range(count))
 
 
 def _argv(python: str, mode: str, workdir: str) -> list[str]:
@@ -165,7 +180,7 @@ def _argv(python: str, mode: str, workdir: str) -> list[str]:
     if mode == "process":
         return script
     unshare = shutil.which("unshare", path=CHILD_PATH) or "unshare"
-    flags = ["--fork", "--kill-child", "--pid", "--mount-proc", "--net", "--ipc"]
+    flags = ["--fork", "--kill-child", "--pid", "--mount-proc", "--net", "--ipc", "--uts"]
     if os.geteuid() != 0:
         flags = ["--user", "--map-root-user", *flags]
     return [unshare, *flags, "--", *script]

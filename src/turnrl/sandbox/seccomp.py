@@ -10,7 +10,9 @@ cannot read, answers ``ENOSYS`` so the C library falls back to ``clone``), ``io_
 opcodes can open sockets), ``ptrace`` and cross-process memory and descriptor access, the
 kernel keyrings (not namespaced), ``bpf``, ``perf_event_open``, ``userfaultfd``, every mount
 call, System V IPC and POSIX message queues (kernel objects that would outlive the call in
-process mode), and the terminal-injection ioctls ``TIOCSTI``/``TIOCLINUX``. A call from another ABI
+process mode), the terminal-injection ioctls ``TIOCSTI``/``TIOCLINUX``, and
+``sched_setaffinity`` (the worker is pinned to its share of the cores:
+``SandboxConfig.cpu_share``). A call from another ABI
 (i386 ``int 0x80``, x32) kills the process: its numbers would slip past the table.
 
 Program layout (``seccomp_data``: ``nr`` at offset 0, ``arch`` at 4, ``args[i]`` at 16 + 8 i,
@@ -79,6 +81,7 @@ SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "semget": (64, 190),
     "msgget": (68, 186),
     "mq_open": (240, 180),
+    "sched_setaffinity": (203, 122),
 }
 
 
@@ -123,7 +126,8 @@ RULES: tuple[Rule, ...] = (
         "unshare", "setns", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
         "bpf", "perf_event_open", "userfaultfd", "add_key", "request_key", "keyctl", "mount",
         "umount2", "pivot_root", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
-        "fspick", "mount_setattr", "shmget", "semget", "msgget", "mq_open")),
+        "fspick", "mount_setattr", "shmget", "semget", "msgget", "mq_open",
+        "sched_setaffinity")),
 )
 
 

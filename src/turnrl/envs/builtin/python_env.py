@@ -143,7 +143,10 @@ class PythonTool:
             one-digit numbers, is opt-in).
         tool_format: ``"auto"``, ``"compact"`` or ``"json"`` (see :mod:`turnrl.envs.tools`).
         wall_time_s, memory_mb: the sandbox's wall-clock and memory limits of one ``python``
-            call (memory: the whole call where a cgroup can be made, else per process); the
+            call (memory: the whole call where a cgroup can be made, else per process);
+        cpu_share: the share of the host's cores one call may run on (pinned; 0.5: half);
+        isolation: ``"auto"`` (namespace isolation, or an error naming the fix) or
+            ``"process"`` (chosen explicitly: hides nothing of the host's files); the
             other limits are :class:`turnrl.sandbox.SandboxConfig`'s defaults.
         tool_role: role of the ``python`` results: ``"tool"``, or ``"user"`` for chat
             templates without a tool role (:func:`turnrl.envs.tools.check_tool_role`).
@@ -157,7 +160,8 @@ class PythonTool:
     def __init__(self, *, kinds: tuple[str, ...] | list[str] | None = None,
                  tool_format: ToolFormat = "auto", wall_time_s: float = 5.0,
                  memory_mb: int = 256, tool_role: str = "tool", max_turns: int = 4,
-                 system_prompt: str | None = None) -> None:
+                 system_prompt: str | None = None, cpu_share: float = 0.5,
+                 isolation: str = "auto") -> None:
         kinds = tuple(kinds) if kinds is not None else DEFAULT_KINDS
         unknown = [k for k in kinds if k not in GENERATORS]
         if unknown or not kinds:
@@ -171,11 +175,12 @@ class PythonTool:
                              f"answer), got {max_turns!r}")
         self.kinds, self.tool_format, self.max_turns = kinds, tool_format, max_turns
         self.tool_role = check_tool_role(tool_role, "python-v0")
-        self.sandbox = Sandbox(wall_time_s=wall_time_s, memory_mb=memory_mb)
+        self.sandbox = Sandbox(wall_time_s=wall_time_s, memory_mb=memory_mb,
+                               cpu_share=cpu_share, isolation=isolation)
         self.spec = replace(SPEC, max_turns=max_turns, kwargs={
             "kinds": list(kinds), "tool_format": tool_format, "wall_time_s": wall_time_s,
             "memory_mb": memory_mb, "tool_role": tool_role, "max_turns": max_turns,
-            "system_prompt": system_prompt})
+            "system_prompt": system_prompt, "cpu_share": cpu_share, "isolation": isolation})
         self.toolbox = Toolbox({"python": self.python, "answer": self.answer},
                                format=tool_format)
         self.system_messages = self.toolbox.system_messages(INSTRUCTION, system_prompt,

@@ -21,10 +21,10 @@ import signal
 import sys
 from typing import Any
 
-from .linux import _PR_SET_CHILD_SUBREAPER, _prctl
+from .linux import _PR_SET_CHILD_SUBREAPER, _libc, _prctl
 from .mounts import _child_setup_namespace
 from .procs import _kill_descendants
-from .status import _parse_status, _read_available, _read_first_line, _report
+from .status import _parse_status, _read_first_line, _report
 from .worker import _child_worker
 
 _PROBE_ARG = "--turnrl-sandbox-probe"
@@ -39,9 +39,10 @@ def _child_main() -> None:
 
     Two pipes carry JSON lines. The *status* pipe goes to the host and only the supervisor
     writes it (the worker closes it before anything else), so the host can trust it. The
-    *worker* pipe goes from the worker to the supervisor: its first line (``ready`` or
-    ``setup_error``) is written before the code runs and is trusted; later lines (the uncaught
-    exception) could be forged by the code and only ever become the error text.
+    *worker* pipe goes from the worker to the supervisor: its one line (``ready`` or
+    ``setup_error``) is written before the code runs, and the worker closes it before the
+    code runs, so nothing the code does reaches the supervisor or the host but its exit
+    status (and its stdout/stderr, which the verdict never reads).
     """
     payload = json.loads(sys.stdin.buffer.read())
     status_fd = payload["status_fd"]
@@ -55,10 +56,12 @@ def _child_main() -> None:
             with open(payload["cgroup_procs"], "w") as handle:
                 handle.write("0")
         if payload["mode"] == "namespace":
+            _unshare_cgroup()  # after joining: the call's cgroup is the root of what it sees
             _child_setup_namespace(payload)
         else:
             _prctl(_PR_SET_CHILD_SUBREAPER, 1)
         os.chdir(payload["workdir"])
+        _write_files(payload.get("files") or {}, payload["uid"])
         if payload["uid"] is not None:
             os.chown(payload["workdir"], payload["uid"], payload["uid"])
     except Exception as exc:
@@ -77,6 +80,34 @@ def _child_main() -> None:
     _child_supervise(worker, worker_read, payload)
 
 
+def _write_files(files: dict, uid: int | None) -> None:
+    """The caller's files (checked on the host: relative, no ``..``), owned by the call's uid."""
+    for path, text in files.items():
+        directory = os.path.dirname(path)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        if uid is not None:
+            for part in [path] + [os.path.join(*path.split("/")[:i])
+                                  for i in range(1, path.count("/") + 1)]:
+                os.chown(part, uid, uid)
+
+
+def _unshare_cgroup() -> None:
+    """A cgroup namespace rooted at the cgroup the supervisor is in now (the call's own):
+    ``/proc/self/cgroup`` shows ``/`` and no path of the host's cgroup tree (``/sys`` is not
+    in the minimal root at all)."""
+    import ctypes
+
+    if _libc().unshare(_CLONE_NEWCGROUP) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"unshare(CLONE_NEWCGROUP): {os.strerror(code)}")
+
+
+_CLONE_NEWCGROUP = 0x02000000
+
+
 def _child_supervise(worker: int, report_fd: int, payload: dict) -> None:
     """Reap the worker (and, as PID 1 or subreaper, every orphan); report; kill the rest."""
     status_fd = payload["status_fd"]
@@ -88,9 +119,8 @@ def _child_supervise(worker: int, report_fd: int, payload: dict) -> None:
     signal.setitimer(signal.ITIMER_REAL, payload["wall_time_s"])
     exit_code: int | None = None
     cpu_s = 0.0
-    later = b""
     try:
-        first, later = _read_first_line(report_fd)
+        first, _ = _read_first_line(report_fd)
         setup = _parse_status(first)
         if "setup_error" in setup or "ready" not in setup:
             error = setup.get("setup_error", "the worker died during setup")
@@ -110,9 +140,6 @@ def _child_supervise(worker: int, report_fd: int, payload: dict) -> None:
         _report(status_fd, watchdog=True)
     if payload["mode"] == "process":
         _kill_descendants()
-    exception = _parse_status(later + _read_available(report_fd)).get("exception")
-    if isinstance(exception, str):
-        _report(status_fd, exception=exception[:1000])
     if exit_code is not None:
         _report(status_fd, exit=exit_code, cpu_s=round(cpu_s, 3))
     os._exit(0)  # in namespace mode the kernel now kills everything left in the namespace

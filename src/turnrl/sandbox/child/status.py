@@ -31,21 +31,6 @@ def _read_first_line(fd: int) -> tuple[bytes, bytes]:
     return first, rest
 
 
-def _read_available(fd: int) -> bytes:
-    """What the worker pipe holds now, without blocking (its writers may still be alive)."""
-    os.set_blocking(fd, False)
-    data = b""
-    while len(data) < _STATUS_CAP:
-        try:
-            chunk = os.read(fd, 65_536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    return data[:_STATUS_CAP]
-
-
 def _parse_status(data: bytes) -> dict:
     """Merge the JSON lines of the status pipe; later lines win. Untrusted: junk is skipped."""
     info: dict = {}

@@ -1,6 +1,7 @@
 """The worker: the forked process that drops its privileges (uid, capabilities,
 no_new_privs), sets its resource limits, refuses sockets, installs the system-call filter and
-runs the code as ``__main__``, reporting ``ready`` and the uncaught exception on its pipe.
+runs the code as ``__main__``. It reports ``ready`` (or ``setup_error``) on its pipe and closes
+it before the code runs; an uncaught exception goes to the code's own stderr.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ _PACKAGE_DIR = os.path.dirname(__file__)  # the frames a traceback leaves out
 def _child_worker(payload: dict, supervisor: int, report_fd: int) -> None:
     import builtins
     import linecache
-    import traceback
     import types
 
     try:
@@ -46,6 +46,8 @@ def _child_worker(payload: dict, supervisor: int, report_fd: int) -> None:
             if os.getppid() != supervisor:
                 os._exit(125)
         _child_set_limits(payload)
+        if payload.get("cpus"):  # its share of the cores; the filter denies widening it
+            os.sched_setaffinity(0, payload["cpus"])
         _child_block_network()
         for stream in (sys.stdout, sys.stderr):
             reconfigure = getattr(stream, "reconfigure", None)
@@ -64,26 +66,48 @@ def _child_worker(payload: dict, supervisor: int, report_fd: int) -> None:
     sys.argv = ["<code>"]
     sys.path.insert(0, os.getcwd())
     linecache.cache["<code>"] = (len(code), None, code.splitlines(True), "<code>")
+    _cap_recursion(payload)
     _report(report_fd, ready=True)
+    os.close(report_fd)  # the last trusted line: the code has no channel to the supervisor
     try:
         exec(compile(code, "<code>", "exec"), main.__dict__)
     except SystemExit:
         raise
     except BaseException as exc:
-        try:  # the traceback without the child package's frames (the exec call, the socket
-            # block)
-            report = traceback.TracebackException(type(exc), exc, exc.__traceback__)
-            frames = [frame for frame in report.stack
-                      if os.path.dirname(frame.filename) != _PACKAGE_DIR]
-            report.stack = traceback.StackSummary.from_list(frames)
-            sys.stderr.write("".join(report.format()))
-            summary = "".join(report.format_exception_only()).strip().splitlines()[-1]
-        except BaseException:  # e.g. MemoryError again while formatting
-            summary = type(exc).__name__
-            sys.stderr.write(summary + "\n")
-        _report(report_fd, exception=_explain(exc, summary, payload)[:1000])
+        _write_traceback(exc, payload)
+        if _is_stack_overflow(exc):
+            # the host names a SIGSEGV as a stack overflow, as it does the C stack's own
+            signal.signal(signal.SIGSEGV, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGSEGV)
         raise SystemExit(1) from None
     raise SystemExit(0)
+
+
+_TRACEBACK_FRAMES = 50  # the innermost frames of an uncaught exception's traceback
+
+
+def _write_traceback(exc: BaseException, payload: dict) -> None:
+    """The code's uncaught exception on its own stderr (the program's text: the host's verdict
+    never reads it), without the child package's frames and with at most the innermost
+    ``_TRACEBACK_FRAMES`` frames (a million-frame recursion is summarised in a moment)."""
+    import traceback
+
+    try:
+        report = traceback.TracebackException(type(exc), exc, exc.__traceback__,
+                                              limit=-_TRACEBACK_FRAMES)
+        frames = [frame for frame in report.stack
+                  if os.path.dirname(frame.filename) != _PACKAGE_DIR]
+        report.stack = traceback.StackSummary.from_list(frames)
+        lines = list(report.format())
+        explanation = _explain(exc, payload)
+        if explanation:
+            lines.append(explanation + "\n")
+        sys.stderr.write("".join(lines))
+    except BaseException:  # e.g. MemoryError again while formatting
+        with contextlib.suppress(BaseException):
+            sys.stderr.write(type(exc).__name__ + "\n")
+    with contextlib.suppress(BaseException):
+        sys.stderr.flush()
 
 
 def _child_drop_privileges(payload: dict) -> None:
@@ -141,14 +165,52 @@ def _install_seccomp(program: bytes) -> None:
         raise OSError(code, f"seccomp filter: {os.strerror(code)}")
 
 
-def _explain(exc: BaseException, summary: str, payload: dict) -> str:
-    """The error line for an uncaught exception, where CPython's own is misleading."""
+_BYTES_PER_FRAME = 2048  # what one level of recursion may cost, C stack aside
+_capped: list[int] = []  # the depth asked for above the cap, if any
+
+
+def _cap_recursion(payload: dict) -> None:
+    """``sys.setrecursionlimit(n)`` above what ``memory_mb`` can hold (``memory //
+    _BYTES_PER_FRAME`` levels) sets the cap instead, so a runaway recursion ends in a moment
+    as a stack overflow rather than filling memory frame by frame until the wall clock."""
+    real = sys.setrecursionlimit
+    cap = max(1000, payload["limits"]["memory"] // _BYTES_PER_FRAME)
+
+    def setrecursionlimit(limit: int, /) -> None:
+        if limit > cap:
+            _capped.append(limit)
+            limit = cap
+        real(limit)
+
+    setrecursionlimit.__doc__ = real.__doc__
+    sys.setrecursionlimit = setrecursionlimit
+
+
+def _is_stack_overflow(exc: BaseException) -> bool:
+    """Recursion past what the sandbox allows: a ``RecursionError`` at the capped limit, or
+    CPython 3.11 could not allocate one more frame (the memory limit) and raised a bare
+    ``SystemError``, or ``MemoryError`` with a traceback deeper than any program's."""
+    if isinstance(exc, RecursionError) and _capped:
+        return True
     if type(exc) is SystemError and str(exc) == "error return without exception set":
-        # CPython 3.11 could not allocate a frame (the memory limit) and set no MemoryError
+        return True
+    if isinstance(exc, MemoryError):
+        depth, tb = 0, exc.__traceback__
+        while tb is not None and depth <= 100_000:
+            depth, tb = depth + 1, tb.tb_next
+        return depth > 100_000
+    return False
+
+
+def _explain(exc: BaseException, payload: dict) -> str | None:
+    """A line after the traceback where CPython's own is misleading."""
+    if _is_stack_overflow(exc):
         memory_mib = payload["limits"]["memory"] >> 20
-        return (f"MemoryError: recursion ran out of memory (memory_mb={memory_mib}); "
-                "CPython reported it as 'SystemError: error return without exception set'")
-    return summary
+        asked = f" (asked for {_capped[-1]})" if _capped else ""
+        return (f"(sandbox) stack overflow: recursion deeper than memory_mb={memory_mib} "
+                f"allows; sys.setrecursionlimit() is capped at "
+                f"{max(1000, payload['limits']['memory'] // _BYTES_PER_FRAME)}{asked}")
+    return None
 
 
 def _holds_capabilities() -> bool:
