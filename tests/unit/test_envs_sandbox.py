@@ -447,9 +447,9 @@ def test_writes_outside_the_working_directory(quick, tmp_path):
         assert not target.exists()
         in_repo = REPO / f"sandbox-escape-{uuid.uuid4().hex}.txt"
         blocked = quick.run(f"open({str(in_repo)!r}, 'w').write('x')")
-        # the checkout is not there, or (a venv inside it) only as the read-only way down to
-        # the interpreter
-        expect_error(blocked, "FileNotFoundError", "Read-only file system")
+        # the checkout is not there, or (a venv inside it) only as the way down to the
+        # interpreter: read-only, or root's in the private /tmp (a checkout under /tmp)
+        expect_error(blocked, "FileNotFoundError", "Read-only file system", "Permission denied")
         assert not in_repo.exists()
         in_tmp = f"/tmp/sandbox-escape-{uuid.uuid4().hex}.txt"
         assert quick.run(f"open({in_tmp!r}, 'w').write('x')").ok  # lands in the private /tmp

@@ -89,6 +89,8 @@ def test_host_files_cannot_be_read_by_any_path(tmp_path_factory):
             d == str(p) or d.startswith(f"{p}/") for d in _interpreter_dirs())]  # not ours
         folders = [str(REPO), str(run_dir), *siblings]
         code = (
+            "import os\n"
+            "print(os.getcwd())\n"
             f"for path in {files!r}:\n"
             "    try:\n"
             "        print('ESCAPED', open(path).read())\n"
@@ -101,10 +103,11 @@ def test_host_files_cannot_be_read_by_any_path(tmp_path_factory):
         result = run(code)
         assert result.ok, result
         assert token not in result.stdout and "ESCAPED" not in result.stdout, result
-        lines = result.stdout.splitlines()
-        # a folder exists inside only as the way down to the interpreter (a venv inside the
-        # checkout: the checkout holds `.venv` and nothing else)
-        expected = [str(sorted({d[len(f) + 1:].split("/")[0] for d in _interpreter_dirs()
+        cwd, *lines = result.stdout.splitlines()
+        # a folder exists inside only as the way down to the interpreter or to the call's
+        # working directory (a venv inside the checkout: the checkout holds `.venv` alone)
+        ways = [*_interpreter_dirs(), cwd]
+        expected = [str(sorted({d[len(f) + 1:].split("/")[0] for d in ways
                                 if d.startswith(f + "/")}) or False) for f in folders]
         assert lines == ["FileNotFoundError"] * len(targets) + expected, result
     finally:
