@@ -91,8 +91,10 @@ def run_write(what: str, where: Path,
     except RunWriteError:
         raise
     except Exception as error:
-        reason = f"{error.__class__.__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        if not is_disk_full(error):
+        full = is_disk_full(error)
+        detail = str(error).splitlines()[0] if str(error) else "no space" if full else "failed"
+        reason = f"{error.__class__.__name__}: {detail}"
+        if not full:
             if isinstance(error, OSError):
                 raise RunWriteError(f"could not write {what} to {where}: {reason}") from None
             raise
@@ -102,9 +104,7 @@ def run_write(what: str, where: Path,
             f"needs about {human_bytes(size)}" if size else "",
             f"{human_bytes(free)} free" if free is not None else "") if part)
         raise DiskFullError(f"disk full while writing {what} to {where}"
-                            f"{f' ({room})' if room else ''}: "
-                            f"{reason if str(error) else error.__class__.__name__ + ': no space'}"
-                            ) from None
+                            f"{f' ({room})' if room else ''}: {reason}") from None
 
 
 def free_bytes(path: Path) -> int | None:

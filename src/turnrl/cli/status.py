@@ -12,9 +12,9 @@ from turnrl.cli.common import AddParser, UsageError
 
 def add_parser(add: AddParser) -> None:
     p = add("status", help="where a run stands: step, timings, Ray workers",
-                       description="Read RUN/metrics.jsonl (live or finished) and show the "
-                       "newest step: reward, timings and, on Ray, each rollout worker's "
-                       "throughput and busy time, queue depth, staleness and restarts.")
+            description="Read RUN/metrics.jsonl (live or finished) and show the newest step: "
+            "reward, timings and, on Ray, each rollout worker's throughput and busy time, "
+            "queue depth, staleness and restarts.")
     p.add_argument("run", metavar="RUN", help="a run dir, e.g. runs/default")
     p.set_defaults(fn=run)
 
