@@ -103,3 +103,18 @@ def unpicklable_info(client, task):
     client.chat.completions.create(model="policy", max_tokens=2,
                                    messages=[{"role": "user", "content": "x"}])
     return AgentResult(reward=1.0, info={"callback": lambda: None})
+
+
+def loses_connection(client, task):
+    """Calls the model, then an address where nothing listens (as if the endpoint went away):
+    its client's retries give up and ``openai.APIConnectionError`` ends the run."""
+    import socket
+
+    client.chat.completions.create(model="policy", max_tokens=2,
+                                   messages=[{"role": "user", "content": "x"}])
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    client.with_options(base_url=f"http://127.0.0.1:{port}/v1").chat.completions.create(
+        model="policy", max_tokens=2, messages=[{"role": "user", "content": "x"}])
+    return 1.0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import agent_programs
 import pytest
 
+from turnrl.agents.connection import CONNECTION, ERROR_KIND
 from turnrl.agents.runner import AgentError, AgentRunner, load_agent, to_result
 
 TASKS = [{"question": "1+1", "answer": "2"}, {"question": "2+3", "answer": "5"}]
@@ -75,6 +76,13 @@ def test_a_failed_run_is_a_failed_episode_that_says_why(server, agent, says) -> 
     (t,) = run(server, agent, seeds=[0], group_size=1)
     assert t.error is not None and says in t.error and "task 0" in t.error
     assert t.truncated and not t.success and t.token_ids == []
+    assert ERROR_KIND not in t.info  # the agent's own failure
+
+
+def test_a_run_that_lost_its_connection_is_marked_as_such(server) -> None:
+    (t,) = run(server, agent_programs.loses_connection, seeds=[0], group_size=1)
+    assert t.error is not None and "APIConnectionError" in t.error
+    assert t.info[ERROR_KIND] == CONNECTION and t.token_ids == []
 
 
 @pytest.mark.parametrize("agent", [agent_programs.sleeps, agent_programs.async_sleeps])

@@ -267,3 +267,74 @@ def test_the_endpoint_sends_replies_without_waiting_for_acks(model, tokenizer, l
         sockets = [c.transport.get_extra_info("socket") for c in connections]
         assert sockets and all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
                                for s in sockets)
+
+
+def test_a_body_nested_too_deep_is_a_400_that_names_the_limit(server) -> None:
+    import httpx
+
+    from turnrl.agents.server import MAX_BODY_DEPTH
+
+    def post(depth: int) -> httpx.Response:
+        deep = "[" * depth + "]" * depth
+        body = ('{"model": "policy", "messages": [{"role": "user", "content": "x"}], '
+                f'"metadata": {deep}}}')
+        return httpx.post(server.url() + "/chat/completions", content=body.encode(),
+                          headers={"content-type": "application/json"})
+
+    for depth in (100_000, MAX_BODY_DEPTH):  # the body is one level more than the list
+        reply = post(depth)
+        assert reply.status_code == 400, reply.text
+        error = reply.json()["error"]
+        assert error["code"] == "body_too_deep" and f"more than {MAX_BODY_DEPTH} levels" \
+            in error["message"]
+    assert post(MAX_BODY_DEPTH - 1).json()["error"]["code"] != "body_too_deep"
+    assert client_for(server).models.list().data[0].id == "policy"  # still serving
+
+
+def test_a_client_that_hangs_up_is_one_quiet_line(server) -> None:
+    """A client that drops mid-body, and one that drops while its streamed reply is being
+    made: no traceback and no error anywhere; the first is one INFO line."""
+    import logging
+    import socket
+    import time
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep(level=logging.DEBUG)
+    loggers = [logging.getLogger(name) for name in ("turnrl.agents.server", "uvicorn.error",
+                                                    "uvicorn", "asyncio")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.DEBUG)
+    body = (b'{"model": "policy", "stream": true, "max_tokens": 12, '
+            b'"messages": [{"role": "user", "content": "count"}]}')
+    path = server.url().split(str(server.port), 1)[1] + "/chat/completions"
+    try:
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:  # mid-body
+            sock.sendall(f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json"
+                         f"\r\ncontent-length: {len(body) + 100}\r\n\r\n".encode() + body)
+            time.sleep(0.2)
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:  # mid-stream
+            sock.sendall(f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json"
+                         f"\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body)
+            sock.recv(1)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+                "disconnected" in r.getMessage() for r in records):
+            time.sleep(0.05)
+        time.sleep(0.5)
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.removeHandler(handler)
+            lg.setLevel(level)
+    lines = [r for r in records if "disconnected" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO, records
+    assert "POST /v1/chat/completions" in lines[0].getMessage()
+    assert not [r for r in records if r.exc_info or r.levelno >= logging.WARNING], \
+        [r.getMessage() for r in records]
+    assert client_for(server).models.list().data[0].id == "policy"

@@ -12,6 +12,7 @@ import textwrap
 import agent_programs
 import pytest
 
+from turnrl.agents.connection import CONNECTION, ERROR_KIND
 from turnrl.agents.runner import AgentError, AgentRunner
 from turnrl.agents.workers import AgentWorkers, WorkerError
 
@@ -67,7 +68,13 @@ def test_a_failed_run_in_a_worker_says_why(server, agent, says) -> None:
     (t,) = run(server, agent, seeds=[0], group_size=1)
     assert t.error is not None and says in t.error, t.error
     assert t.truncated and not t.success and t.token_ids == []
-    assert server.sessions == {}
+    assert server.sessions == {} and ERROR_KIND not in t.info
+
+
+def test_a_run_in_a_worker_that_lost_its_connection_is_marked_as_such(server) -> None:
+    (t,) = run(server, agent_programs.loses_connection, seeds=[0], group_size=1)
+    assert t.error is not None and "APIConnectionError" in t.error
+    assert t.info[ERROR_KIND] == CONNECTION
 
 
 def test_a_worker_that_dies_fails_its_runs_and_with_none_left_calls_are_refused(server) -> None:

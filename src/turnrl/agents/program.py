@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+from turnrl.agents.connection import AsyncRetryTransport, RetryTransport, http_library
 
 __all__ = ["AgentError", "AgentResult", "RunFailed", "agent_arguments", "http_pool",
            "load_agent", "openai_client", "to_result"]
@@ -30,7 +30,12 @@ class AgentError(ValueError):
 
 class RunFailed(RuntimeError):
     """An agent run failed where it ran (a worker process); the message says how, e.g.
-    ``ValueError: ...`` for a run that raised."""
+    ``ValueError: ...`` for a run that raised. ``connection``: the run failed on its connection
+    to the endpoint (:func:`turnrl.agents.connection.is_connection_error`), not on its own."""
+
+    def __init__(self, message: str, *, connection: bool = False) -> None:
+        super().__init__(message)
+        self.connection = connection
 
 
 @dataclass(frozen=True)
@@ -124,16 +129,22 @@ def agent_arguments(fn: Callable[..., Any], name: str) -> list[str]:
 
 def http_pool(*, asynchronous: bool) -> Any:
     """One HTTP connection pool for many runs' clients (a client's own pool and SSL context
-    cost ~20 ms to build, more than a tiny model's call), without a connection limit."""
+    cost ~20 ms to build, more than a tiny model's call), without a connection limit; a
+    request the server never read (refused, or reset before it was read) is sent again
+    (:mod:`turnrl.agents.connection`)."""
     openai = _openai()
-    pool = openai.DefaultAsyncHttpxClient if asynchronous else openai.DefaultHttpxClient
-    return pool(limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+    lib = http_library()
+    limits = lib.Limits(max_connections=None, max_keepalive_connections=None)
+    if asynchronous:
+        return openai.DefaultAsyncHttpxClient(
+            transport=AsyncRetryTransport(lib.AsyncHTTPTransport(limits=limits)))
+    return openai.DefaultHttpxClient(transport=RetryTransport(lib.HTTPTransport(limits=limits)))
 
 
 def openai_client(url: str, key: str, http: Any, *, asynchronous: bool,
                   timeout_s: float | None) -> Any:
     """An ``openai`` client of one run (its session's ``url`` and ``key``) over ``http``;
-    no retries (a refused call is the agent's to handle)."""
+    no retries of a call the server read (a refused call is the agent's to handle)."""
     openai = _openai()
     kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
     return kind(base_url=url, api_key=key, max_retries=0, http_client=http,

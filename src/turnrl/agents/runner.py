@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from turnrl.agents.capture import Segment, Session
+from turnrl.agents.connection import CONNECTION, ERROR_KIND, is_connection_error
 from turnrl.agents.program import (
     AgentError,
     AgentResult,
@@ -132,10 +133,13 @@ class AgentRunner:
             else:
                 reason = str(error) if isinstance(error, RunFailed) \
                     else f"{type(error).__name__}: {error}"
+            connection = error.connection if isinstance(error, RunFailed) \
+                else is_connection_error(error)
             message = f"agent {self.name} on task {seed}: {reason}"
             log.warning("%s", message)
             return [Trajectory(env_id=self.name, seed=seed, group_id=group_id, messages=[],
-                               terminated=False, truncated=True, error=message)]
+                               terminated=False, truncated=True, error=message,
+                               info={ERROR_KIND: CONNECTION} if connection else {})]
         finally:
             self.server.close_session(key)
 

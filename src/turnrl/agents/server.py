@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import torch
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from transformers import PreTrainedTokenizerBase
@@ -51,6 +51,9 @@ __all__ = ["ModelServer"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+MAX_BODY_DEPTH = 64  # arrays and objects nested deeper than this are refused (a 400)
+KEEP_ALIVE_S = 30.0  # longer than a client pool keeps an idle connection (httpx: 5 s), so the
+# client, never the server, closes one: no request is sent on a connection the server dropped
 _NO_TOP_LOGPROBS = ("alternative tokens' log-probs are not served: the engine gives the "
                     "sampled token's log-prob only")
 
@@ -94,8 +97,8 @@ class ModelServer:
             routes += [Route(f"{prefix}/chat/completions", self._chat, methods=["POST"]),
                        Route(f"{prefix}/completions", self._completions, methods=["POST"]),
                        Route(f"{prefix}/models", self._models, methods=["GET"])]
-        self.app = Starlette(routes=routes, exception_handlers={
-            404: self._not_found, 405: self._not_allowed})
+        self.app = _QuietDisconnects(Starlette(routes=routes, exception_handlers={
+            404: self._not_found, 405: self._not_allowed}))
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> ModelServer:
@@ -112,7 +115,7 @@ class ModelServer:
                           "another --port (0 picks a free one)") from None
         self._socket, self.port = sock, sock.getsockname()[1]
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=1)
+                                timeout_graceful_shutdown=1, timeout_keep_alive=KEEP_ALIVE_S)
         self._server = uvicorn.Server(config)
         self.loop = new_event_loop()
         started = threading.Event()
@@ -241,6 +244,8 @@ class ModelServer:
                                  replies, req.logprobs, turn)
         except OpenAIError as error:
             return JSONResponse(error.body(), status_code=error.status)
+        except ClientDisconnect:
+            raise  # one quiet line (_QuietDisconnects)
         except Exception as error:  # never take the server down
             log.exception("chat completion failed")
             return _server_error(error)
@@ -281,6 +286,8 @@ class ModelServer:
                                  replies, req.logprobs is not None, None, len(prompt))
         except OpenAIError as error:
             return JSONResponse(error.body(), status_code=error.status)
+        except ClientDisconnect:
+            raise
         except Exception as error:
             log.exception("completion failed")
             return _server_error(error)
@@ -374,12 +381,57 @@ def _engine_session(key: str | None, segment: Any) -> str | None:
     return f"{key}/{id(segment)}" if key is not None else None
 
 
+class _QuietDisconnects:
+    """ASGI wrapper: a client that hangs up before its reply is read (mid-body or mid-stream)
+    is one INFO line naming the route, not an exception traceback."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except ClientDisconnect:
+            log.info("a client disconnected before its reply was sent (%s %s)",
+                     scope.get("method", ""), scope.get("path", ""))
+
+
 async def _body(request: Request) -> object:
+    """The request's JSON; a 400 for bad JSON or for nesting deeper than
+    :data:`MAX_BODY_DEPTH` (checked without recursion; the decoder's own recursion limit,
+    about 1,000 levels, gives the same error)."""
     raw = await request.body()
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
+    except RecursionError:
+        raise _too_deep() from None
     except (ValueError, UnicodeDecodeError) as error:
         raise OpenAIError(f"the request body is not valid JSON: {error}") from None
+    if json_depth(body) > MAX_BODY_DEPTH:
+        raise _too_deep()
+    return body
+
+
+def json_depth(value: object) -> int:
+    """How deeply arrays and objects nest in ``value`` (a scalar: 0, ``[]``: 1,
+    ``{"a": [1]}``: 2), with an explicit stack (no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) \
+            else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if depth <= MAX_BODY_DEPTH:  # deeper is refused whatever lies below
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _too_deep() -> OpenAIError:
+    return OpenAIError(f"the request body nests arrays and objects more than {MAX_BODY_DEPTH} "
+                       "levels deep, the most this server reads; send a flatter body",
+                       code="body_too_deep")
 
 
 def _server_error(error: Exception) -> Response:

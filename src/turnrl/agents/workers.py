@@ -34,6 +34,7 @@ from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
 
+from turnrl.agents.connection import is_connection_error
 from turnrl.agents.program import (
     AgentError,
     RunFailed,
@@ -140,7 +141,7 @@ class AgentWorkers:
                 log.warning("agent worker %d sent an unreadable answer: %s", worker.index,
                             error)
                 continue
-            self._settle(job, value if ok else WorkerError(value))
+            self._settle(job, value if ok else WorkerError(value[0], connection=value[1]))
         worker.alive = False
         with contextlib.suppress(subprocess.TimeoutExpired):
             worker.process.wait(1)
@@ -284,7 +285,8 @@ class _Runs:
         try:
             answer = (job, True, to_result(run()))
         except BaseException as error:  # the run's failure, reported as the trainer's error
-            answer = (job, False, f"{type(error).__name__}: {error}")
+            answer = (job, False, (f"{type(error).__name__}: {error}",
+                                   is_connection_error(error)))
         with self._send_lock:
             try:
                 self.conn.send(answer)
@@ -292,8 +294,8 @@ class _Runs:
                 pass
             except Exception as error:  # e.g. an info value that cannot be pickled
                 with contextlib.suppress(OSError, ValueError):
-                    self.conn.send((job, False, f"the run's result cannot be sent back from "
-                                                f"its worker process: {error}"))
+                    self.conn.send((job, False, (f"the run's result cannot be sent back "
+                                                 f"from its worker process: {error}", False)))
 
     def _args(self, base_url: str, api_key: str, task: Any) -> list[Any]:
         given = {"base_url": base_url, "api_key": api_key, "task": task}

@@ -18,6 +18,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from turnrl.agents.connection import CONNECTION, ERROR_KIND
 from turnrl.agents.job import AGENT_ENV_ID
 from turnrl.algos.registry import FILTERS, resamples
 from turnrl.rewards import CombinedReward
@@ -66,6 +67,7 @@ class Chunk:
     kept: list[Row]
     episodes: int
     errors: list[str]
+    connection_errors: int = 0  # of the errors: agent runs that lost their connection
 
 
 class Collector:
@@ -112,8 +114,10 @@ class Collector:
         errors = [s.error for s in scores if s.error is not None]
         if errors:
             self.last_error = errors[-1]
+        lost = sum(t.error is not None and t.info.get(ERROR_KIND) == CONNECTION
+                   for t in trajectories)
         return Chunk(usable, [row for row, k in zip(usable, keep.tolist(), strict=True) if k],
-                     len(trajectories), errors)
+                     len(trajectories), errors, lost)
 
     def collect(self, version: int = 0) -> Collected:
         """The next step's episodes (``version``: the learner's, for async staleness);
@@ -141,7 +145,7 @@ class Collector:
     def _collect_sync(self) -> tuple[list[Row], dict[str, float]]:
         kept: list[Row] = []
         usable: list[Row] = []  # every scored episode, before the filters
-        tries = dropped = errors = episodes = 0
+        tries = dropped = errors = episodes = lost = 0
         chunk = None
         while tries < self.max_tries:
             first = self.cursor
@@ -149,6 +153,7 @@ class Collector:
             chunk = self.judge(self.play(first, self.n_groups))
             episodes += chunk.episodes
             errors += len(chunk.errors)
+            lost += chunk.connection_errors
             tries += 1
             kept += chunk.kept
             usable += chunk.usable
@@ -156,7 +161,7 @@ class Collector:
                 {t.group_id for t, _, _ in chunk.kept})
             if not self.filters or len(kept) >= self.n_groups * self.group_size:
                 break
-        metrics = self._error_metrics(errors, episodes)
+        metrics = self._error_metrics(errors, episodes, lost)
         if self.filters:  # whole groups: the first n_groups groups that were kept
             first_groups = set(list(dict.fromkeys(t.group_id for t, _, _ in kept))[
                 : self.n_groups])
@@ -168,24 +173,28 @@ class Collector:
                             **sampled_metrics(episodes, usable)})
         return kept, metrics
 
-    def _error_metrics(self, errors: int, episodes: int) -> dict[str, float]:
+    def _error_metrics(self, errors: int, episodes: int, lost: int) -> dict[str, float]:
         """``rollout/env_errors`` and ``rollout/env_error_rate`` (the failed episodes); for an
-        agent program's runs also ``rollout/agent_error_rate``."""
-        rate = errors / max(episodes, 1)
-        metrics = {"rollout/env_errors": float(errors), "rollout/env_error_rate": rate}
+        agent program's runs also ``rollout/agent_error_rate`` (runs that failed on their own)
+        and ``rollout/agent_connection_error_rate`` (runs that lost their connection to the
+        endpoint, ``lost`` of the ``errors``)."""
+        total = max(episodes, 1)
+        metrics = {"rollout/env_errors": float(errors), "rollout/env_error_rate": errors / total}
         if self.env_id == AGENT_ENV_ID:
-            metrics["rollout/agent_error_rate"] = rate
+            metrics["rollout/agent_error_rate"] = (errors - lost) / total
+            metrics["rollout/agent_connection_error_rate"] = lost / total
         return metrics
 
     def _collect_async(self, version: int) -> tuple[list[Row], dict[str, float]]:
         assert self.source is not None
-        counts = {"episodes": 0, "errors": 0, "dropped": 0}
+        counts = {"episodes": 0, "errors": 0, "dropped": 0, "lost": 0}
         usable: list[Row] = []
 
         def accept(group: list[Trajectory]) -> list[Row]:
             chunk = self.judge(group)
             counts["episodes"] += chunk.episodes
             counts["errors"] += len(chunk.errors)
+            counts["lost"] += chunk.connection_errors
             usable.extend(chunk.usable)
             if chunk.usable and not chunk.kept:
                 counts["dropped"] += 1
@@ -193,7 +202,7 @@ class Collector:
 
         kept, metrics = self.source.next_batch(version, accept)
         self.cursor = self.source.next_index
-        metrics.update(self._error_metrics(counts["errors"], counts["episodes"]))
+        metrics.update(self._error_metrics(counts["errors"], counts["episodes"], counts["lost"]))
         if self.filters:
             metrics.update({"rollout/dropped_groups": float(counts["dropped"]),
                             **sampled_metrics(counts["episodes"], usable)})
