@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, ROOT, write_results  # noqa: E402
+from common import RESULTS, ROOT, write_results
 
 MEASURE = r"""
 import json, sys, time

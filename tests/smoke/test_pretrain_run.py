@@ -37,7 +37,8 @@ def test_pretrain_learns_and_writes_a_model_with_its_card(tmp_path: Path, capsys
     model_dir = run / "model"
     card = (model_dir / "README.md").read_text()
     for fact in ("40 of 2 rows", "seed 0", "1 threads", "arithmetic 1", "| tool_call | valid |",
-                 "loss_arithmetic"):
+                 "loss_arithmetic", "`turnrl pretrain configs/pretrain.yaml ",
+                 "model.hidden_size=32", "optim.steps=40"):
         assert fact in card, fact
     assert json.loads((model_dir / "probes.json").read_text())["copy@64"]["n"] == 2
     tokenizer = load_tokenizer(model_dir)

@@ -11,13 +11,14 @@ import json
 import os
 import platform
 import shutil
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
 
-from turnrl.config import PretrainConfig
+from turnrl.config import PretrainConfig, load_config
 from turnrl.io import atomic_write_text
 from turnrl.models.tiny import save_model_dir
 from turnrl.pretrain.probes import markdown
@@ -40,7 +41,7 @@ nothing from any turnrl env: what it brings to an env is transfer, not memorisat
 
 | | |
 |---|---|
-| command | `turnrl pretrain {config_arg}` |
+| command | `{command}` |
 | shape | hidden {hidden}, {layers} layers, {heads} heads ({kv_heads} key/value), \
 MLP {mlp}, {positions} positions |
 | corpus | seed {corpus_seed}, rows of {seq_len} tokens, {conversations:,} conversations |
@@ -78,16 +79,47 @@ def run_totals(run_dir: Path, window: int = 50) -> tuple[dict[str, float], dict[
     return losses, totals
 
 
+_NOT_IN_THE_WEIGHTS = ("run.name", "run.out_dir", "log.")  # where outputs go, what is shown
+
+
+def reproduce_command(cfg: PretrainConfig) -> str:
+    """``turnrl pretrain configs/pretrain.yaml`` with an override for every key where ``cfg``
+    differs from the shipped recipe (the packaged ``pretrain.yaml``), leaving out where the
+    outputs go and what is logged: the command that makes these weights again."""
+    shipped_recipe = Path(str(resources.files("turnrl") / "configs" / "pretrain.yaml"))
+    recipe = load_config(shipped_recipe, [], schema=PretrainConfig)
+    mine, shipped = _leaves(cfg.model_dump(mode="json")), _leaves(recipe.model_dump(mode="json"))
+    overrides = [_override(key, value) for key, value in mine.items()
+                 if shipped.get(key) != value and not key.startswith(_NOT_IN_THE_WEIGHTS)]
+    return " ".join(["turnrl pretrain configs/pretrain.yaml", *overrides])
+
+
+def _leaves(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``; a mapping of skill shares stays one value."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and not key.endswith("shares"):
+            out.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _override(key: str, value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
+    text = text.removesuffix("\n...").strip()
+    return f"'{key}={text}'" if any(c in text for c in " {}[]:,") else f"{key}={text}"
+
+
 def model_card(cfg: PretrainConfig, *, params: int, probes: dict[str, dict[str, float]],
-               losses: dict[str, float], totals: dict[str, float], wall_time_s: float,
-               config_arg: str = "configs/pretrain.yaml") -> str:
+               losses: dict[str, float], totals: dict[str, float], wall_time_s: float) -> str:
     """The README.md of the model dir."""
     m, o = cfg.model, cfg.optim
     loss_rows = "\n".join(f"| {k.removeprefix('pretrain/')} | {v:.4f} |"
                           for k, v in losses.items())
     minutes, seconds = divmod(round(wall_time_s), 60)
     return CARD_TEMPLATE.format(
-        params=params, config_arg=config_arg, hidden=m.hidden_size, layers=m.num_layers,
+        params=params, command=reproduce_command(cfg), hidden=m.hidden_size, layers=m.num_layers,
         heads=m.num_heads, kv_heads=m.num_kv_heads, mlp=m.intermediate_size,
         positions=m.max_position_embeddings, corpus_seed=cfg.corpus.seed,
         seq_len=cfg.corpus.seq_len, conversations=int(totals["conversations"]),
