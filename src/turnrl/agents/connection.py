@@ -82,6 +82,14 @@ def unread(error: BaseException) -> bool:
     return False
 
 
+def _backoff(error: BaseException, attempt: int, tries: int) -> float:
+    """The wait before sending again after ``error`` on ``attempt`` (0-based); re-raises
+    ``error`` when the server may have read the request or the tries are used up."""
+    if attempt == tries - 1 or not unread(error):
+        raise error
+    return BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+
+
 class RetryTransport:
     """``inner`` (an ``HTTPTransport`` of httpx or httpx2), retrying requests the server never
     read; the transport protocol by delegation, so it serves either package's client."""
@@ -94,9 +102,7 @@ class RetryTransport:
             try:
                 return self.inner.handle_request(request)
             except _kind("TransportError") as error:
-                if attempt == self.tries - 1 or not unread(error):
-                    raise
-                time.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+                time.sleep(_backoff(error, attempt, self.tries))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
@@ -121,9 +127,7 @@ class AsyncRetryTransport:
             try:
                 return await self.inner.handle_async_request(request)
             except _kind("TransportError") as error:
-                if attempt == self.tries - 1 or not unread(error):
-                    raise
-                await asyncio.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+                await asyncio.sleep(_backoff(error, attempt, self.tries))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def aclose(self) -> None:
