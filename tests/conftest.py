@@ -21,6 +21,10 @@ from turnrl.config import TinyConfig
 
 torch.set_num_threads(1)
 
+# tests/data holds test data, such as checkouts of generated repositories whose own tests fail
+# on purpose (swe-local-v0's instances): never tests of turnrl's
+collect_ignore = ["data"]
+
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
     """The training loop sets torch threads from ``run.threads``; put it back after each test."""

@@ -21,9 +21,10 @@ def run(args: argparse.Namespace) -> int:
 
     table = Table(title="registered environments (any Gymnasium env: gym:<id>)")
     # cells are kept whole and the descriptions follow the table: in a description column a
-    # narrow terminal (or a pipe, 80 columns) cut the ids to "arithmet…"
+    # narrow terminal (or a pipe, 80 columns) cut the ids to "arithmet…"; a long tool list
+    # (swe-v0's eight) wraps in its own cell instead
     for column in ("id", "max turns", "tools", "oracle", "state key", "privileged"):
-        table.add_column(column, no_wrap=True)
+        table.add_column(column, no_wrap=column != "tools")
     specs = {env_id: envs.spec(env_id) for env_id in envs.registered_ids()}
     for env_id, spec in specs.items():
         table.add_row(env_id, str(spec.max_turns), ", ".join(spec.tools) or "-",

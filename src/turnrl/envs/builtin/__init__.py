@@ -1,4 +1,5 @@
-"""Built-in envs, one module each. ``turnrl.envs`` registers ``BUILTIN_SPECS`` at import."""
+"""Built-in envs, one module each (the SWE envs are a package of their own,
+``turnrl.envs.swe``). ``turnrl.envs`` registers ``BUILTIN_SPECS`` at import."""
 
 from turnrl.envs.builtin.arithmetic import SPEC as ARITHMETIC_SPEC
 from turnrl.envs.builtin.dataset import SPEC as DATASET_SPEC
@@ -9,8 +10,11 @@ from turnrl.envs.builtin.python_env import SPEC as PYTHON_SPEC
 from turnrl.envs.builtin.search_qa import SPEC as SEARCH_QA_SPEC
 from turnrl.envs.builtin.sokoban import SPEC as SOKOBAN_SPEC
 from turnrl.envs.builtin.textworld_env import SPEC as TEXTWORLD_SPEC
+from turnrl.envs.swe.generated_env import SPEC as SWE_SPEC
+from turnrl.envs.swe.local_env import SPEC as SWE_LOCAL_SPEC
 
 BUILTIN_SPECS = (ARITHMETIC_SPEC, DATASET_SPEC, FROZENLAKE_SPEC, GUESS_SPEC, KEYPAD_SPEC,
-                 PYTHON_SPEC, SEARCH_QA_SPEC, SOKOBAN_SPEC, TEXTWORLD_SPEC)
+                 PYTHON_SPEC, SEARCH_QA_SPEC, SOKOBAN_SPEC, SWE_SPEC, SWE_LOCAL_SPEC,
+                 TEXTWORLD_SPEC)
 
 __all__ = ["BUILTIN_SPECS"]

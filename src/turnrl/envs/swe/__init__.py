@@ -1,4 +1,9 @@
-"""The procedural repository generator behind a SWE-Gym-style env that runs on a CPU.
+"""SWE-Gym-style envs that run on a CPU, and the procedural repository generator behind them.
+
+The envs: ``swe-v0`` (:mod:`.generated_env`, generated repositories) and ``swe-local-v0``
+(:mod:`.local_env`, SWE-bench style records with local checkouts, :mod:`.local`), sharing the
+episode and tools of :mod:`.env` (the in-memory :mod:`.workspace`, the :mod:`.oracle`, the
+:mod:`.grading` and the sandbox-side :mod:`.scripts`; :mod:`.patches` reads unified diffs).
 
 ``generate_instance(seed, options)`` writes a small Python package (a few modules of
 documented functions and a pytest ``tests/`` folder) with one injected bug of a known kind,
@@ -13,7 +18,7 @@ True
 """
 
 from turnrl.envs.swe.generate import generate_instance
-from turnrl.envs.swe.instance import BugLocation, SweInstance, write_files
+from turnrl.envs.swe.instance import BugLocation, GradedCall, SweInstance, write_files
 from turnrl.envs.swe.mutate import BUG_KINDS
 from turnrl.envs.swe.options import ISSUE_DETAILS, TIERS, SweOptions, options_for
 
@@ -22,6 +27,7 @@ __all__ = [
     "ISSUE_DETAILS",
     "TIERS",
     "BugLocation",
+    "GradedCall",
     "SweInstance",
     "SweOptions",
     "generate_instance",

@@ -15,7 +15,7 @@ from typing import Any
 from turnrl.envs.swe import library
 from turnrl.envs.swe.entry import Args
 from turnrl.envs.swe.execute import Outcome
-from turnrl.envs.swe.instance import BugLocation, SweInstance
+from turnrl.envs.swe.instance import BugLocation, GradedCall, SweInstance
 from turnrl.envs.swe.issue import problem_statement
 from turnrl.envs.swe.mutate import Mutation
 from turnrl.envs.swe.options import SweOptions
@@ -144,10 +144,14 @@ def _instance(draft: Draft, rng: random.Random, module_of: dict[str, str],
     hidden_files = {f"tests/test_{module}_hidden.py": render_test_file(package, module, checks)
                     for module, checks in sorted(hidden.items())}
     ids: list[tuple[str, bool]] = []
+    calls: list[GradedCall] = []
     for suffix, checks_by_module in (("", visible), ("_hidden", hidden)):
         for module in sorted(checks_by_module):
-            ids += [(f"tests/test_{module}{suffix}.py::{check.name}",
-                     (module, check.name) in failed) for check in checks_by_module[module]]
+            for call in checks_by_module[module]:
+                test_id = f"tests/test_{module}{suffix}.py::{call.name}"
+                ids.append((test_id, (module, call.name) in failed))
+                calls.append(GradedCall(test_id, f"{package}.{module}", call.function,
+                                        tuple(call.args), call.expected))
     check, observed = example
     digest = hashlib.sha256(repr(options).encode()).hexdigest()[:6]
     return SweInstance(
@@ -161,4 +165,5 @@ def _instance(draft: Draft, rng: random.Random, module_of: dict[str, str],
         patch=git_diff(files, solution), test_patch=git_diff({}, hidden_files),
         bug_kind=mutation.kind,
         bug_location=BugLocation(buggy_path, draft.buggy, mutation.line),
-        bug_description=mutation.description, entry_function=draft.entry)
+        bug_description=mutation.description, entry_function=draft.entry,
+        graded_calls=tuple(calls))

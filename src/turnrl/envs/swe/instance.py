@@ -20,6 +20,21 @@ class BugLocation:
 
 
 @dataclass(frozen=True)
+class GradedCall:
+    """One graded test as data, for a grader that must not trust the test's own verdict:
+    the test ``test_id`` (``"tests/test_text.py::test_truncate_5"``) asserts that
+    ``<module>.<function>(*args)`` (``module`` dotted: ``"pkg.text"``) equals ``expected``.
+    Every test the generator writes is one such call, so a grader can make the call itself
+    and compare the result with ``expected`` where the code under test cannot reach it."""
+
+    test_id: str
+    module: str
+    function: str
+    args: tuple[Any, ...]
+    expected: Any
+
+
+@dataclass(frozen=True)
 class SweInstance:
     """One generated task.
 
@@ -34,6 +49,8 @@ class SweInstance:
     the function that the issue and the failing tests call; it reaches
     ``bug_location.function`` in ``options.distance`` calls. ``bug_kind``,
     ``bug_location`` and ``bug_description`` are for analysis, never for the agent.
+    ``graded_calls``: every fail-to-pass and pass-to-pass test as a :class:`GradedCall`, in
+    the order of ``fail_to_pass + pass_to_pass``'s files (for ``swe-v0``'s grader).
     """
 
     instance_id: str
@@ -52,6 +69,7 @@ class SweInstance:
     bug_location: BugLocation
     bug_description: str
     entry_function: str
+    graded_calls: tuple[GradedCall, ...] = ()
 
     def to_swe_record(self) -> dict[str, Any]:
         """Return the instance as a SWE-bench / SWE-Gym style record: ``instance_id``,

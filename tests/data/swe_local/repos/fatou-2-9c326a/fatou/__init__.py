@@ -1,0 +1,1 @@
+"""fatou: small helpers in 3 modules (calc, prices, strings)."""

@@ -1,0 +1,1 @@
+"""groufi: small helpers in 2 modules (billing, results)."""

@@ -1,0 +1,1 @@
+"""gruki: small helpers in 4 modules (arith, prices, timeutil, warehouse)."""

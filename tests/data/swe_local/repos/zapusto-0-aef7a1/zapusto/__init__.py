@@ -1,0 +1,1 @@
+"""zapusto: small helpers in 1 module (lists)."""
