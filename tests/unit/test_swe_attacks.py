@@ -104,8 +104,9 @@ def test_the_hidden_tests_and_the_gold_patch_are_nowhere_the_agent_can_look():
     assert read.info["tool_error"] and "no file 'tests/test_lists_hidden.py'" in \
         read.observation[0]["content"]
     # code run by run_tests looks for them: file names everywhere it can see, contents in
-    # its own working directory and /tmp (spelled so that the probe does not find itself)
-    probe = ("import os\n"
+    # its own working directory and /tmp (spelled so that the probe does not find itself; the
+    # interpreter's read-only mounts, which a checkout under /tmp puts there, are not read)
+    probe = ("import os, sys\n"
              "def test_probe():\n"
              "    found, here = [], os.path.dirname(os.getcwd())\n"
              "    for top in (here, '/tmp', '/root', '/work', '/home', '/srv', '/var'):\n"
@@ -114,7 +115,8 @@ def test_the_hidden_tests_and_the_gold_patch_are_nowhere_the_agent_can_look():
              "                path, low = os.path.join(root, name), name.lower()\n"
              "                if 'hidden' in low or low.endswith(('.patch', '.diff')):\n"
              "                    found.append(path)\n"
-             "                elif root.startswith((here, '/tmp')) and '__pycache__' not in root:\n"
+             "                elif root.startswith((here, '/tmp')) and '__pycache__' not in root \\\n"
+             "                        and not root.startswith((sys.prefix, sys.base_prefix)):\n"
              "                    text = open(path, errors='replace').read()\n"
              f"                    if {secret[::-1]!r}[::-1] in text or 'diff -' + '-git' \\\n"
              "                            in text:\n"
