@@ -13,6 +13,13 @@ put into ``docs/environments.md`` between the ``bench:envs`` markers.
     python bench/envs.py                                  # every env, 3 seeds (hours on CPU)
     python bench/envs.py --envs guess-v0 --seeds 0        # a slice of it
     python bench/envs.py --summary-only                   # re-write the tables
+    python bench/envs.py --throughput                     # the sandboxed envs' speed
+
+``--throughput`` times the envs that run code (``THROUGHPUT``: python-v0 beside swe-v0's
+tiers), each played by its oracle in this process for ``--episodes`` seeds: episodes per
+second, sandbox calls per episode and per second (every ``Sandbox.run``, grading included),
+and the oracle's success. It writes ``env_throughput.json``/``.md`` and the table between the
+``bench:env-throughput`` markers of docs/environments.md.
 
 Every run is configs/default.yaml plus ``BUDGET`` and the env's overrides (``ENVS``, applied
 after ``BUDGET``): its id, kwargs (task size), the reply length it needs and, where the default
@@ -70,6 +77,14 @@ ENVS: dict[str, list[str]] = {
 # default job: 30 steps of 16 x 8)
 BUDGET = ["train.steps=15", "train.n_groups=8", "train.mini_batch_size=32"]
 MARKERS = ("<!-- bench:envs:start -->", "<!-- bench:envs:end -->")
+THROUGHPUT_MARKERS = ("<!-- bench:env-throughput:start -->", "<!-- bench:env-throughput:end -->")
+# name -> (env id, kwargs): the envs whose steps run code in the sandbox
+THROUGHPUT: dict[str, tuple[str, dict]] = {
+    "python-v0": ("python-v0", {"tool_format": "compact"}),
+    "swe-v0 (tiny)": ("swe-v0", {"tier": "tiny", "tool_format": "compact"}),
+    "swe-v0 (small)": ("swe-v0", {"tier": "small", "tool_format": "compact"}),
+    "swe-v0 (medium)": ("swe-v0", {"tier": "medium", "tool_format": "compact"}),
+}
 DEFAULT_RESULTS = ROOT / "bench" / "results"
 
 
@@ -203,11 +218,58 @@ def summarise(results: Path) -> str:
     return markdown
 
 
-def write_docs(markdown: str) -> None:
-    """Replace the table between the markers of docs/environments.md (if they exist)."""
+def throughput(name: str, episodes: int) -> dict:
+    """``name``'s oracle over seeds ``0..episodes-1``: wall time, episodes and sandbox calls
+    per second (every :meth:`Sandbox.run` in this process is counted, grading included)."""
+    from turnrl import envs
+    from turnrl.sandbox import Sandbox
+
+    env_id, kwargs = THROUGHPUT[name]
+    calls = 0
+    original = Sandbox.run
+
+    def counted(self: Sandbox, *args: object, **kw: object) -> object:
+        nonlocal calls
+        calls += 1
+        return original(self, *args, **kw)  # type: ignore[arg-type]
+
+    env = envs.make(env_id, **kwargs)
+    env.reset(seed=episodes)  # the sandbox's probes and imports, outside the timing
+    Sandbox.run = counted  # type: ignore[assignment]
+    try:
+        start, solved, steps = time.perf_counter(), 0, 0
+        for seed in range(episodes):
+            env.reset(seed=seed)
+            done = False
+            while not done:
+                result = env.step(env.oracle_action())
+                steps += 1
+                done = result.terminated or result.truncated
+            solved += result.reward > 0
+        wall = time.perf_counter() - start
+    finally:
+        Sandbox.run = original  # type: ignore[method-assign]
+        env.close()
+    return {"env": name, "env_id": env_id, "kwargs": kwargs, "episodes": episodes,
+            "wall_s": wall, "episodes_per_s": episodes / wall, "steps_per_episode":
+            steps / episodes, "sandbox_calls_per_episode": calls / episodes,
+            "sandbox_calls_per_s": calls / wall, "oracle_success": solved / episodes}
+
+
+def throughput_table(rows: list[dict]) -> str:
+    lines = ["| env | episodes/s | steps/episode | sandbox calls/episode | sandbox calls/s "
+             "| oracle success |", "|---|---|---|---|---|---|"]
+    lines += [f"| `{r['env']}` | {r['episodes_per_s']:.2f} | {r['steps_per_episode']:.1f} | "
+              f"{r['sandbox_calls_per_episode']:.1f} | {r['sandbox_calls_per_s']:.2f} | "
+              f"{r['oracle_success']:.2f} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(markdown: str, markers: tuple[str, str] = MARKERS) -> None:
+    """Replace the table between ``markers`` in docs/environments.md (if they exist)."""
     docs = ROOT / "docs" / "environments.md"
     text = docs.read_text()
-    start, end = MARKERS
+    start, end = markers
     if start in text and end in text:
         head, rest = text.split(start, 1)
         _, tail = rest.split(end, 1)
@@ -224,9 +286,22 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--results-dir", default=str(DEFAULT_RESULTS),
                         help="docs/environments.md is updated only for the default")
     parser.add_argument("--summary-only", action="store_true")
+    parser.add_argument("--throughput", action="store_true",
+                        help="time the sandboxed envs' oracles instead of training")
+    parser.add_argument("--episodes", type=int, default=40, help="episodes per env (--throughput)")
     parser.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
     args = parser.parse_args(argv)
     results = Path(args.results_dir)
+    if args.throughput:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from common import write_results
+
+        rows = [throughput(name, args.episodes) for name in THROUGHPUT]
+        table = throughput_table(rows)
+        write_results(results, "env_throughput", {"rows": rows}, table)
+        if results.resolve() == DEFAULT_RESULTS.resolve():
+            write_docs(table, THROUGHPUT_MARKERS)
+        return
     if not args.summary_only:
         sweep(args, results)
     markdown = summarise(results)

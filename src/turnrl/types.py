@@ -38,7 +38,11 @@ class EpisodeCounts:
     length_finishes: int = 0  # turns cut by ``rollout.max_new_tokens``
     context_overflow: int = 0  # 1 when the next prompt would not fit the context
     tool_calls: int = 0  # Σ of the steps' ``info["tool_calls"]``
-    tool_errors: int = 0  # steps whose info said ``tool_error``
+    tool_errors: int = 0  # steps whose info said ``tool_error`` (a reply with no call too)
+    tool_attempts: int = 0  # steps that tried a call: one ran, or one was malformed, named an
+    # unknown tool or had bad arguments (``tool_error_kind`` other than ``no_call``)
+    valid_tool_calls: int = 0  # steps whose call ran and returned without an error
+    tool_uses: dict[str, int] = field(default_factory=dict)  # tool name -> calls that ran
 
 
 @dataclass

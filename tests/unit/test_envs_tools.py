@@ -565,3 +565,26 @@ def test_call_never_raises_on_arbitrary_replies(text):
         assert isinstance(observation, str) and observation
         assert set(info) == KEYS
         assert info["tool_error_kind"] in (None, *ERROR_KINDS)
+
+
+def test_tool_use_counts_attempts_valid_calls_and_each_tool(toolbox):
+    """A reply without a call is no attempt; a malformed, unknown or badly argued call is one,
+    and so is a call whose tool raised; only a call that ran cleanly is valid."""
+    from turnrl.rollout.stats import count_tool_use, tool_metrics
+    from turnrl.types import EpisodeCounts
+
+    first, second = EpisodeCounts(), EpisodeCounts()
+    raising = '<tool_call>{"name": "search", "arguments": {"query": " "}}</tool_call>'
+    for reply in ("just text", "search[cats]", "serch[cats]", "search[ ]", raising,
+                  "answer[yes]"):
+        count_tool_use(first, toolbox.call(reply)[1])
+    count_tool_use(second, toolbox.call("search[dogs]")[1])
+    # no call, unknown tool, bad arguments and the raising search are errors; 3 calls ran
+    assert (first.tool_calls, first.tool_errors) == (3, 4)
+    assert (first.tool_attempts, first.valid_tool_calls) == (5, 2)
+    assert first.tool_uses == {"search": 2, "answer": 1}
+    metrics = tool_metrics([first, second])
+    assert metrics["valid_call_rate"] == pytest.approx(3 / 6)
+    assert metrics["tool_calls/search"] == pytest.approx(1.5)
+    assert metrics["tool_calls/answer"] == pytest.approx(0.5)
+    assert metrics["tool_call_rate"] == 1.0 and tool_metrics([]) == {}

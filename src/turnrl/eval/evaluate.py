@@ -7,6 +7,7 @@ from typing import Protocol
 
 from turnrl.envs.protocol import Env
 from turnrl.eval.metrics import summarize_episodes
+from turnrl.rollout.stats import tool_metrics
 from turnrl.types import Trajectory
 
 
@@ -21,23 +22,9 @@ class EpisodeRunner(Protocol):
 
 def tool_use(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     """How episodes used their tools (an env with tools, played by the env runner):
-
-    - ``tool_call_rate``: the fraction of episodes with at least one tool call;
-    - ``tool_calls``: mean tool calls per episode;
-    - ``valid_call_rate``: the fraction of tool calls that did not fail
-      (1 − Σ tool errors / Σ tool calls; 0 without any call);
-    - ``invalid_actions``: mean turns per episode the env could not parse.
-    """
-    counts = [t.counts for t in trajectories if t.counts is not None]
-    if not counts:
-        return {}
-    calls = sum(c.tool_calls for c in counts)
-    return {
-        "tool_call_rate": sum(c.tool_calls > 0 for c in counts) / len(counts),
-        "tool_calls": calls / len(counts),
-        "valid_call_rate": 1.0 - sum(c.tool_errors for c in counts) / calls if calls else 0.0,
-        "invalid_actions": sum(c.invalid_actions for c in counts) / len(counts),
-    }
+    :func:`~turnrl.rollout.stats.tool_metrics` of their counts (``tool_call_rate``,
+    ``tool_calls``, ``valid_call_rate``, ``invalid_actions``, ``tool_calls/<name>``)."""
+    return tool_metrics([t.counts for t in trajectories if t.counts is not None])
 
 
 def evaluate(runner: EpisodeRunner, make_env: Callable[[], Env], seeds: Sequence[int], *,

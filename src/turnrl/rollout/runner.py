@@ -15,6 +15,7 @@ from turnrl.envs.protocol import Env, HasPrivilegedInfo, HasStateKey, HasTools
 from turnrl.models.chat import TemplateLedger
 from turnrl.rollout.engine import Engine, SamplingParams
 from turnrl.rollout.guard import EnvCalls, EnvFailure, WorkerLost, episode_error, guarded
+from turnrl.rollout.stats import count_tool_use
 from turnrl.types import EpisodeCounts, Trajectory
 
 __all__ = ["ANSWER_KEYS", "EnvFailure", "Runner", "WorkerLost", "stable_hash"]
@@ -183,7 +184,7 @@ class Runner:
             step_info = result.info
             counts.invalid_actions += bool(step_info.get("invalid_action", False))
             counts.tool_calls += int(step_info.get("tool_calls", 0))
-            counts.tool_errors += bool(step_info.get("tool_error", False))
+            count_tool_use(counts, step_info)
             answer_info.update({k: step_info[k] for k in ANSWER_KEYS if k in step_info})
             turn_rewards.append(float(result.reward))
             terminated = bool(result.terminated)
