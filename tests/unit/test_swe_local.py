@@ -193,3 +193,52 @@ def test_a_broken_sandbox_is_an_infrastructure_failure(monkeypatch):
     monkeypatch.setattr(env.grader, "run", broken)
     with pytest.raises(GradingInfraError, match="the sandbox failed: no namespaces"):
         env.step('{"name": "submit", "arguments": {}}')
+
+
+# ----------------------------------------------------------------------------- SWE-bench records
+def test_swe_bench_records_are_checked_out_at_their_base_commit_and_solved(tmp_path):
+    """scripts/swe_bench_local.py on a record in SWE-bench's own form (``repo`` and
+    ``base_commit``, no checkout): it clones the repository, checks out the base commit (a
+    later commit that fixes the bug must not leak into the checkout) and the oracle solves
+    the instance it writes."""
+    import subprocess
+
+    from turnrl.envs.swe import TIERS, generate_instance
+    from turnrl.envs.swe.instance import write_files
+
+    record = generate_instance(5, TIERS["tiny"]).to_swe_record()
+    files = record.pop("repo_files")
+    origin = tmp_path / "remote" / record["repo"]
+    write_files(files, origin)
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              cwd=origin, capture_output=True, text=True, check=True).stdout
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    record["base_commit"] = git("rev-parse", "HEAD").strip()
+    (origin / "LATER.md").write_text("a later commit\n")
+    git("add", "-A")
+    git("commit", "-qm", "later")
+    source = write_records(tmp_path, {"instance_id": "other__x-1", "repo": "other/x",
+                                      "base_commit": "0" * 40}, record)
+    script = runpy.run_path(str(ROOT / "scripts" / "swe_bench_local.py"))
+    with pytest.raises(SystemExit, match="has no instance nope"):
+        script["convert"](source, tmp_path / "out", ids=["nope"])
+    path = script["convert"](source, tmp_path / "out", ids=[record["instance_id"]],
+                             repo_url=f"file://{tmp_path}/remote/{{repo}}")
+    [loaded] = load_instances(path)
+    assert loaded.files() == files and loaded.test_cmd == "python -m pytest -q -rA"
+    env = make("swe-local-v0", path=str(path), tool_format="compact")
+    env.reset(seed=0)
+    while (action := env.oracle_action()) is not None:
+        result = env.step(action)
+    assert result.reward == 1.0
+
+
+def test_swe_bench_records_without_repo_or_commit_are_named(tmp_path):
+    script = runpy.run_path(str(ROOT / "scripts" / "swe_bench_local.py"))
+    source = write_records(tmp_path, {"instance_id": "a__b-1", "repo": "a/b"})
+    with pytest.raises(SystemExit, match=r"instances.jsonl:1: the record has no base_commit"):
+        script["convert"](source, tmp_path / "out")
