@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from turnrl.envs import EnvCheckError, EnvSpec, check_env, make, registered_ids
+from turnrl.envs.multi import check_multi_env
 from turnrl.types import StepResult
 
 # seeds per env whose every episode runs its sandbox several times (swe-local-v0: pytest)
@@ -16,6 +17,12 @@ SLOW_SANDBOX_ENVS = {"swe-v0": 3, "swe-local-v0": 1}
 
 @pytest.mark.parametrize("env_id", registered_ids())
 def test_every_registered_env_passes_check_env(env_id, tmp_path):
+    env = make(env_id) if env_id != "textworld-v0" else None
+    if env is not None and env.spec.agents:  # several agents: their own contract
+        with pytest.raises(EnvCheckError, match=r"multi-agent env .*check_multi_env"):
+            check_env(env)
+        check_multi_env(env, seeds=range(10))
+        return
     if env_id == "textworld-v0":  # compiles a game per seed: fewer seeds, a private cache
         pytest.importorskip("textworld")
         check_env(make(env_id, cache_dir=str(tmp_path)), seeds=range(3), max_steps=6)

@@ -570,7 +570,7 @@ def test_call_never_raises_on_arbitrary_replies(text):
 def test_tool_use_counts_attempts_valid_calls_and_each_tool(toolbox):
     """A reply without a call is no attempt; a malformed, unknown or badly argued call is one,
     and so is a call whose tool raised; only a call that ran cleanly is valid."""
-    from turnrl.rollout.stats import count_tool_use, tool_metrics
+    from turnrl.eval.tool_use import count_tool_use, tool_metrics
     from turnrl.types import EpisodeCounts
 
     first, second = EpisodeCounts(), EpisodeCounts()

@@ -12,7 +12,8 @@ def add_parser(add: AddParser) -> None:
             description="Build ENV (with --kwarg arguments; --import your module first) and "
             "run turnrl.envs.check_env on it: reset/step/close, types, episodes ending within "
             "max_turns, same seed -> same episode, the oracle and the capabilities its spec "
-            "declares. Exit status 1 with the first problem.")
+            "declares (a multi-agent env: turnrl.envs.multi.check_multi_env). Exit status 1 "
+            "with the first problem.")
     p.add_argument("env", help="env id, e.g. my-maze-v0")
     p.add_argument("--kwarg", action="append", metavar="KEY=VALUE",
                    help="constructor argument, repeatable")
@@ -22,10 +23,14 @@ def add_parser(add: AddParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from turnrl.envs import EnvCheckError, check_env
+    from turnrl.envs.multi import check_multi_env
 
     env = make_env_arg(args)
     try:
-        check_env(env, seeds=range(args.seeds))
+        if env.spec.agents:
+            check_multi_env(env, seeds=range(args.seeds))
+        else:
+            check_env(env, seeds=range(args.seeds))
     except EnvCheckError as error:
         print_error(error)
         return 1
@@ -35,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
     has = [name for name, on in (("an oracle", spec.has_oracle), ("tools", bool(spec.tools)),
                                  ("state keys", spec.has_state_key),
                                  ("privileged info", spec.has_privileged_info)) if on]
-    print(f"{args.env}: follows the env contract on seeds 0-{args.seeds - 1} (reset, step, "
+    which = f"the multi-agent contract (agents {', '.join(spec.agents)})" if spec.agents \
+        else "the env contract"
+    print(f"{args.env}: follows {which} on seeds 0-{args.seeds - 1} (reset, step, "
           f"close, episodes end within max_turns={spec.max_turns}, same seed -> same episode"
           + (f"; checked: {', '.join(has)}" if has else "") + ")")
     return 0

@@ -20,10 +20,11 @@ def run(args: argparse.Namespace) -> int:
     from turnrl import envs
 
     table = Table(title="registered environments (any Gymnasium env: gym:<id>)")
-    # cells are kept whole and the descriptions follow the table: in a description column a
-    # narrow terminal (or a pipe, 80 columns) cut the ids to "arithmet…"; a long tool list
-    # (swe-v0's eight) wraps in its own cell instead
-    for column in ("id", "max turns", "tools", "oracle", "state key", "privileged"):
+    # "turns" is spec.max_turns (all agents' together in a multi-agent env, whose agents are
+    # named after the table); cells are kept whole and the descriptions follow the table: in
+    # a description column a narrow terminal (or a pipe, 80 columns) cut the ids to
+    # "arithmet…"; a long tool list (swe-v0's eight) wraps in its own cell instead
+    for column in ("id", "turns", "tools", "oracle", "state key", "privileged"):
         table.add_column(column, no_wrap=column != "tools")
     specs = {env_id: envs.spec(env_id) for env_id in envs.registered_ids()}
     for env_id, spec in specs.items():
@@ -33,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     console.print(table)
     for env_id, spec in specs.items():
-        console.print(f"[bold]{env_id}[/bold]: {escape(spec.description)}")
+        agents = f" Agents: {', '.join(spec.agents)}." if spec.agents else ""
+        console.print(f"[bold]{env_id}[/bold]: {escape(spec.description + agents)}")
     return 0
 
 

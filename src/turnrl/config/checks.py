@@ -146,6 +146,13 @@ def check_env_kwargs(cfg: Config) -> envs.EnvSpec:
         prefix = f"{where}: " if where else ""
         raise ConfigError(f"{prefix}env.kwargs for {cfg.env.id!r}: {error}") from None
     env.close()
+    if env.spec.agents:
+        where = cfg.origin_of("env.id")
+        raise ConfigError(
+            f"{where + ': ' if where else ''}env.id: {cfg.env.id!r} is a multi-agent env "
+            f"(agents {', '.join(env.spec.agents)}), which a run of one policy cannot train; "
+            "play it with turnrl.envs.multi.play_episode and see docs/multi_agent.md for "
+            "what the multi-agent runs support so far")
     if cfg.env.eval_kwargs:  # the evaluation's env, built once too
         evaluated = env_kwargs(cfg, evaluation=True)
         try:

@@ -15,6 +15,8 @@ from turnrl.envs.builtin import BUILTIN_SPECS
 from turnrl.envs.checker import EnvCheckError, check_env
 from turnrl.envs.gym import PREFIXES as GYM_PREFIXES
 from turnrl.envs.gym import RESOLVER as GYM_RESOLVER
+from turnrl.envs.multi.pettingzoo import PREFIXES as PZ_PREFIXES
+from turnrl.envs.multi.pettingzoo import RESOLVER as PZ_RESOLVER
 from turnrl.envs.protocol import (
     CAPABILITIES,
     Env,
@@ -46,6 +48,8 @@ for _builtin_spec in BUILTIN_SPECS:
     register_spec(_builtin_spec)
 for _prefix in GYM_PREFIXES:
     register_prefix(_prefix, GYM_RESOLVER)
+for _prefix in PZ_PREFIXES:
+    register_prefix(_prefix, PZ_RESOLVER)
 
 __all__ = [
     "CAPABILITIES",

@@ -98,6 +98,9 @@ def _check_interface(env: Any) -> EnvSpec:
             "build the env with turnrl.envs.make(id) or set self.spec in __init__"
         )
     ctx = _Context(env, env_spec.id)
+    if env_spec.agents:
+        raise ctx.error(f"is a multi-agent env (agents {list(env_spec.agents)}): check it with "
+                        "turnrl.envs.multi.check_multi_env (turnrl check-env does)")
     for method in ("reset", "step", "close"):
         if not callable(getattr(env, method, None)):
             raise ctx.error(f"has no {method}() method (see turnrl.envs.Env)")

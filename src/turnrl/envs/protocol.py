@@ -83,9 +83,19 @@ class EnvSpec:
     # SFT demonstrations may take a random action instead of the oracle's (sft.random_action_
     # prob), to show other states; False where a random reply only teaches a wrong answer
     demo_random_actions: bool = True
+    # the agents of a multi-agent env (turnrl.envs.multi), in seat order; empty for an env of
+    # one agent. A non-empty tuple declares the multi-agent contract (MultiAgentEnv)
+    agents: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         validate_env_id(self.id)
+        agents = tuple(self.agents)
+        if any(not isinstance(a, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", a)
+               for a in agents) or len(set(agents)) != len(agents) or len(agents) == 1:
+            raise ValueError(f"env {self.id!r}: agents {self.agents!r} must be two or more "
+                             "distinct names of letters, digits, '_' or '-' (or empty for an "
+                             "env of one agent)")
+        object.__setattr__(self, "agents", agents)
         if isinstance(self.entry_point, str):
             if not re.fullmatch(r"[\w.]+:[\w.]+", self.entry_point):
                 raise ValueError(

@@ -62,8 +62,10 @@ class PrefixResolver(Protocol):
         """The spec of ``id`` with default options; ``UnknownEnvError`` if it names nothing."""
         ...
 
-    def make(self, id: str, **kwargs: Any) -> Env:
-        """The env ``id`` names, built with ``kwargs``, its ``spec`` set."""
+    def make(self, id: str, **kwargs: Any) -> Any:
+        """The env ``id`` names, built with ``kwargs``, its ``spec`` set: an ``Env``, or a
+        ``turnrl.envs.multi.MultiAgentEnv`` when the spec names agents (typed as an entry
+        point's result is: ``make`` returns either)."""
         ...
 
 
@@ -79,6 +81,7 @@ def register(
     has_state_key: bool = False,
     has_privileged_info: bool = False,
     slow_steps: bool = False,
+    agents: tuple[str, ...] | list[str] = (),
     **kwargs: Any,
 ) -> EnvSpec:
     """Register an env under a versioned id and return its spec.
@@ -87,7 +90,8 @@ def register(
     callable returning an env. ``kwargs`` are constructor defaults that ``make`` overrides.
     If the constructor takes ``max_turns``, it receives the spec's ``max_turns``.
     ``slow_steps=True`` declares that ``reset``/``step`` block (a search engine, a sandbox,
-    a game compiler), so the runner calls them in worker threads.
+    a game compiler), so the runner calls them in worker threads. ``agents`` names the
+    agents of a multi-agent env (``turnrl.envs.multi``), in seat order.
     """
     env_spec = EnvSpec(
         id=id,
@@ -101,6 +105,7 @@ def register(
         has_state_key=has_state_key,
         has_privileged_info=has_privileged_info,
         slow_steps=slow_steps,
+        agents=tuple(agents),
     )
     register_spec(env_spec)
     return env_spec

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from turnrl.envs.protocol import Env
 from turnrl.eval.metrics import summarize_episodes
-from turnrl.rollout.stats import tool_metrics
+from turnrl.eval.tool_use import tool_metrics
 from turnrl.types import Trajectory
 
 
@@ -22,7 +22,7 @@ class EpisodeRunner(Protocol):
 
 def tool_use(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     """How episodes used their tools (an env with tools, played by the env runner):
-    :func:`~turnrl.rollout.stats.tool_metrics` of their counts (``tool_call_rate``,
+    :func:`~turnrl.eval.tool_use.tool_metrics` of their counts (``tool_call_rate``,
     ``tool_calls``, ``valid_call_rate``, ``invalid_actions``, ``tool_calls/<name>``)."""
     return tool_metrics([t.counts for t in trajectories if t.counts is not None])
 

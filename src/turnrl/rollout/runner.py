@@ -12,10 +12,10 @@ from typing import Any, cast
 from transformers import PreTrainedTokenizerBase
 
 from turnrl.envs.protocol import Env, HasPrivilegedInfo, HasStateKey, HasTools
+from turnrl.eval.tool_use import count_tool_use
 from turnrl.models.chat import TemplateLedger
 from turnrl.rollout.engine import Engine, SamplingParams
 from turnrl.rollout.guard import EnvCalls, EnvFailure, WorkerLost, episode_error, guarded
-from turnrl.rollout.stats import count_tool_use
 from turnrl.types import EpisodeCounts, Trajectory
 
 __all__ = ["ANSWER_KEYS", "EnvFailure", "Runner", "WorkerLost", "stable_hash"]
