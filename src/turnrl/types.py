@@ -75,6 +75,7 @@ class Trajectory:
     policy_versions: list[int] | None = None  # weight version of each sampled token
     privileged_info: str | None = None  # the env's hidden facts (a privileged critic's input)
     worker: str | None = None  # the rollout worker that played it (Ray)
+    agent: str | None = None  # the agent it played, in a multi-agent env (turnrl.envs.multi)
     info: dict[str, Any] = field(default_factory=dict)
 
     @property
