@@ -91,8 +91,8 @@ def test_yaml_and_overrides_round_trip(tmp_path: Path) -> None:
 
 def test_dump_keeps_declaration_order() -> None:
     top = [line.split(":")[0] for line in dump_config(Config()).splitlines() if line[:1].isalpha()]
-    assert top == ["run", "model", "env", "agent", "rollout", "sft", "reward", "algo", "critic",
-                   "train", "eval", "alarms", "distributed", "log"]
+    assert top == ["run", "model", "env", "agent", "multi", "rollout", "sft", "reward", "algo",
+                   "critic", "train", "eval", "alarms", "distributed", "log"]
 
 
 def test_overrides_parse_types() -> None:
@@ -142,7 +142,7 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
     message = str(error_of(path))
     assert message.startswith(f"{path}:4: unknown key 'trian' at top level; did you mean 'train'?")
     assert ("Valid keys: agent, alarms, algo, critic, distributed, env, eval, log, model, "
-            "reward, rollout, run, sft, train" in message)
+            "multi, reward, rollout, run, sft, train" in message)
 
 
 def test_unknown_nested_key(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from turnrl.algos import needs_groups as advantage_needs_groups
 from turnrl.algos.presets import AlgoPreset
 from turnrl.algos.registry import CORRECTIONS, FILTERS, KL_PLACEMENTS
 from turnrl.config import Config, ConfigError, validate_names
+from turnrl.config.multi_checks import check_multi
 from turnrl.envs.registry import UnknownEnvError, constructor, resolves
 from turnrl.packages import installed
 from turnrl.registry import setting_type_problem
@@ -146,13 +147,7 @@ def check_env_kwargs(cfg: Config) -> envs.EnvSpec:
         prefix = f"{where}: " if where else ""
         raise ConfigError(f"{prefix}env.kwargs for {cfg.env.id!r}: {error}") from None
     env.close()
-    if env.spec.agents:
-        where = cfg.origin_of("env.id")
-        raise ConfigError(
-            f"{where + ': ' if where else ''}env.id: {cfg.env.id!r} is a multi-agent env "
-            f"(agents {', '.join(env.spec.agents)}), which a run of one policy cannot train; "
-            "play it with turnrl.envs.multi.play_episode and see docs/multi_agent.md for "
-            "what the multi-agent runs support so far")
+    check_multi(cfg, env)
     if cfg.env.eval_kwargs:  # the evaluation's env, built once too
         evaluated = env_kwargs(cfg, evaluation=True)
         try:

@@ -21,6 +21,7 @@ from turnrl.config.sections import (
     EnvConfig,
     LogConfig,
     ModelConfig,
+    MultiConfig,
     RolloutConfig,
     RunConfig,
     Section,
@@ -237,6 +238,8 @@ class Config(Section):
     env: EnvConfig = Field(default_factory=EnvConfig, description="The environment.")
     agent: AgentConfig = Field(default_factory=AgentConfig, description="An agent program "
                                "trained through the OpenAI-compatible endpoint (not an env).")
+    multi: MultiConfig = Field(default_factory=MultiConfig, description="Multi-agent envs: "
+                               "who plays each agent.")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling.")
     sft: SFTConfig = Field(default_factory=SFTConfig, description="Supervised warm-up.")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Extra rewards.")

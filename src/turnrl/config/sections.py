@@ -226,6 +226,33 @@ class EnvConfig(Section):
         return self
 
 
+Opponent = Literal["self", "random", "oracle"]
+OPPONENTS: tuple[Opponent, ...] = ("self", "random", "oracle")
+
+
+class MultiConfig(Section):
+    """Who plays each agent of a multi-agent env (docs/multi_agent.md)."""
+
+    agents: dict[str, str] = Field(
+        default_factory=dict, description="Agent -> its player: main (the run's model, "
+        "trained; several agents on main is self-play with one shared model), oracle (the "
+        "env's scripted expert) or random (random legal replies). Unlisted agents are main; "
+        "e.g. {o: oracle} trains x against the oracle."
+    )
+    role_groups: bool = Field(
+        True, description="Group baselines per agent and task (role-conditioned advantages, "
+        "as in SPIRAL): each agent is compared with the same agent on the same task. False: "
+        "one group per task for every agent."
+    )
+    eval_opponents: list[Opponent] = Field(
+        default_factory=lambda: list(OPPONENTS), min_length=1,
+        description="Held-out evaluation against each: self (main plays every agent), random "
+        "or oracle (main plays one agent at a time, in every seat, the others play the "
+        "opponent); eval/vs_<opponent>/{success,win,draw,loss}; the first one also gives "
+        "eval/success and the other eval keys."
+    )
+
+
 class AgentConfig(Section):
     """An agent program trained through the OpenAI-compatible endpoint, instead of an env
     (docs/agents.md)."""

@@ -179,8 +179,8 @@ def reply_budget_warning(cfg: Config, tokenizer: Any) -> str | None:
                 if size > longest:
                     longest, reply = size, action
                 result = env.step(action)
-                if result.terminated or result.truncated:
-                    break
+                if (not env.agents) if spec.agents else (result.terminated or result.truncated):
+                    break  # a multi-agent env is over when no agent is left
         except Exception:  # a broken env fails its episodes, with their own errors, in the run
             return None
         finally:

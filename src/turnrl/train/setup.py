@@ -53,8 +53,9 @@ from turnrl.rewards import CombinedReward, RewardSpecError, combine
 from turnrl.rollout.engine import SamplingParams, TrainingEngine
 from turnrl.rollout.engines import build_engine
 from turnrl.rollout.guard import EnvCalls
+from turnrl.rollout.multi import MultiRunner
 from turnrl.rollout.runner import Runner
-from turnrl.train import preflight, sft
+from turnrl.train import multi, preflight, sft
 from turnrl.train.checkpoint import checkpoint_step, drop_checkpoints_after, resume_checkpoint
 from turnrl.train.collect import Collector
 from turnrl.train.learner import GradientSync, Learner
@@ -284,16 +285,21 @@ def sampling(cfg: Config, temperature: float, max_turns: int | None = None
                     "max_turns": max_turns}
 
 
-def runner(cfg: Config, model: Model, temperature: float, *,
-           evaluation: bool = False, max_turns: int | None = None) -> Runner | AgentRunner:
+def runner(cfg: Config, model: Model, temperature: float, *, evaluation: bool = False,
+           max_turns: int | None = None) -> Runner | AgentRunner | MultiRunner:
     """The runner of the run's episodes: the env runner (capped at ``max_turns`` agent
-    turns, or ``eval.max_turns`` when ``evaluation``), or an agent program's runner (on its
-    held-out tasks when ``evaluation``)."""
+    turns, or ``eval.max_turns`` when ``evaluation``), an agent program's runner (on its
+    held-out tasks when ``evaluation``), or for a multi-agent env the runner of its seats
+    (``multi.agents``)."""
     if model.agent is not None:
         return model.agent.runner(model.engine, model.tokenizer, temperature,
                                   evaluation=evaluation)
     cap = cfg.eval.max_turns if evaluation else max_turns
     params, kwargs = sampling(cfg, temperature, cap)
+    agents = envs.spec(cfg.env.id).agents
+    if agents:
+        return multi.multi_runner(cfg, model.engine, model.tokenizer, params,
+                                  multi.seats(cfg, agents))
     return Runner(model.engine, model.tokenizer, params, **kwargs)
 
 
@@ -303,6 +309,10 @@ def run_eval(cfg: Config, model: Model, make_env: Callable[[], Env], progress: P
     and the episodes."""
     e = cfg.eval
     seeds = range(cfg.env.eval_seed_start, cfg.env.eval_seed_start + e.episodes)
+    agents = envs.spec(cfg.env.id).agents if cfg.agent.entry_point is None else ()
+    if agents:  # against each of multi.eval_opponents
+        return multi.run_eval(cfg, model.engine, model.tokenizer, sampling(cfg, e.temperature)[0],
+                              make_env, agents, progress, label)
     with progress.task(f"eval ({label})", e.episodes * e.samples_per_task) as advance:
         summary, episodes = evaluate(
             runner(cfg, model, e.temperature, evaluation=True), make_env, seeds,
@@ -338,6 +348,13 @@ def warm_start(cfg: Config, model: Model, make_env: Callable[[], Env], progress:
     if c.source == "jsonl":
         assert c.path is not None
         conversations = conversations or sft.load_conversations(c.path)
+    elif envs.spec(cfg.env.id).agents:  # the roles main plays, from oracle games
+        start = cfg.env.train_seed_start + SFT_SEED_OFFSET
+        conversations = multi.demonstrations(
+            make_env, range(start, start + c.episodes),
+            multi.seats(cfg, envs.spec(cfg.env.id).agents),
+            random_action_prob=c.random_action_prob,
+            train_random_actions=c.train_random_actions, seed=cfg.run.seed)
     else:
         start = cfg.env.train_seed_start + SFT_SEED_OFFSET
         demos = sft.play_demonstrations(

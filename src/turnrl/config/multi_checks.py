@@ -1,0 +1,68 @@
+"""``multi.*`` checked against a multi-agent env before a run starts (docs/multi_agent.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from turnrl import envs
+from turnrl.config.errors import ConfigError
+from turnrl.config.schema import Config
+
+PLAYERS = ("main", "oracle", "random")
+"""Who may play an agent of a multi-agent env (``multi.agents``)."""
+
+
+def check_multi(cfg: Config, env: Any) -> None:
+    """``multi.*`` against the env: agents it has, players it supports (an oracle, random
+    replies), at least one agent the run trains, and the features multi-agent runs do not
+    have yet (Ray workers, asynchronous training)."""
+    agents = list(env.spec.agents)
+    m = cfg.multi
+
+    def fail(key: str, message: str) -> ConfigError:
+        where = cfg.origin_of(key)
+        return ConfigError(f"{where + ': ' if where else ''}{key}: {message}")
+
+    if not agents:
+        if m.agents:
+            raise fail("multi.agents", f"{cfg.env.id!r} is an env of one agent; multi.agents "
+                       "maps the agents of a multi-agent env (tictactoe-v0, ...): remove it")
+        return
+    can = {"main": True, "oracle": env.spec.has_oracle,
+           "random": isinstance(env, envs.HasActionSampler)}
+    _check_players(cfg, agents, can, fail)
+    if all(m.agents.get(a, "main") != "main" for a in agents):
+        raise fail("multi.agents", f"no agent of {cfg.env.id} is played by main, so nothing "
+                   "would be trained; leave at least one agent to main")
+    for opponent in m.eval_opponents:
+        if opponent != "self" and not can[opponent]:
+            raise fail("multi.eval_opponents", f"{cfg.env.id} has no {opponent} player; "
+                       f"drop {opponent!r}")
+    for key, on, what in (("distributed.backend", cfg.distributed.backend != "none",
+                           "Ray workers"),
+                          ("train.mode", cfg.train.mode != "sync", "asynchronous training"),
+                          ("agent.entry_point", cfg.agent.entry_point is not None,
+                           "agent programs"),
+                          ("rollout.max_turns", cfg.rollout.max_turns is not None,
+                           "a cap on turns"),
+                          ("eval.max_turns", cfg.eval.max_turns is not None, "a cap on turns")):
+        if on:
+            raise fail(key, f"multi-agent envs ({cfg.env.id}) do not run with {what} yet: "
+                       "leave it at its default")
+
+
+
+
+def _check_players(cfg: Config, agents: list[str], can: dict[str, bool],
+                   fail: Callable[[str, str], ConfigError]) -> None:
+    for agent, player in cfg.multi.agents.items():
+        if agent not in agents:
+            raise fail(f"multi.agents.{agent}", f"{cfg.env.id} has no agent {agent!r}; its "
+                       f"agents are {', '.join(agents)}")
+        if player not in PLAYERS:
+            raise fail(f"multi.agents.{agent}", f"{player!r} is not a player; choose one of "
+                       f"{', '.join(PLAYERS)}")
+        if not can[player]:
+            raise fail(f"multi.agents.{agent}", f"{cfg.env.id} has no {player} player (no "
+                       f"{'oracle_action' if player == 'oracle' else 'sample_action'})")

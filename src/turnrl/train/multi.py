@@ -1,0 +1,152 @@
+"""A run on a multi-agent env (``multi.*``, docs/multi_agent.md): who plays each agent, the
+SFT demonstrations of the agents the run's model plays, and evaluation against fixed
+opponents.
+
+``multi.agents`` maps agents to players: ``main`` (the run's model, trained; several agents on
+``main`` is self-play with one shared model), ``oracle`` or ``random``. RL episodes are played
+by :class:`~turnrl.rollout.multi.MultiRunner` and give one trajectory per agent ``main``
+played, so the rest of the loop (scoring, advantages, the learner) is the one of every run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+from turnrl.config import Config
+from turnrl.envs.multi.protocol import MultiAgentEnv
+from turnrl.envs.protocol import HasActionSampler, HasOracle
+from turnrl.eval.evaluate import evaluate
+from turnrl.rollout.engine import Engine, SamplingParams
+from turnrl.rollout.multi import WINNING, MultiRunner
+from turnrl.train.progress import Progress
+from turnrl.types import Message, Trajectory
+
+MAIN = "main"
+
+
+def seats(cfg: Config, agents: Sequence[str]) -> dict[str, str]:
+    """Agent → player, ``main`` for the agents ``multi.agents`` does not list."""
+    return {agent: cfg.multi.agents.get(agent, MAIN) for agent in agents}
+
+
+def multi_runner(cfg: Config, engine: Engine, tokenizer: Any, params: SamplingParams,
+                 seat_map: dict[str, str], *, role_groups: bool | None = None) -> MultiRunner:
+    """The runner of the run's multi-agent episodes, its model as ``main``."""
+    return MultiRunner({MAIN: engine}, tokenizer, params, seats=seat_map, trained=[MAIN],
+                       max_context_tokens=cfg.rollout.max_context_tokens,
+                       sampling_seed=cfg.run.seed,
+                       role_groups=cfg.multi.role_groups if role_groups is None
+                       else role_groups)
+
+
+def demonstrations(make_env: Callable[[], Any], seeds: Sequence[int], seat_map: dict[str, str],
+                   *, random_action_prob: float, train_random_actions: bool, seed: int
+                   ) -> list[list[Message]]:
+    """Each seed played with the env's oracle in every seat (a reply replaced by a random
+    legal one with probability ``random_action_prob``, kept as context only, ``"weight":
+    0``, unless ``train_random_actions``); the conversation of each agent ``main`` plays is
+    one demonstration, so the model learns every role it will play."""
+    rng = random.Random(seed)
+    conversations: list[list[Message]] = []
+    for task_seed in seeds:
+        env = cast(MultiAgentEnv, make_env())
+        try:
+            if not env.spec.has_oracle:
+                raise ValueError(f"env {env.spec.id!r} has no oracle to demonstrate; use "
+                                 "sft.source=jsonl or sft.enabled=false")
+            env.reset(seed=task_seed)
+            random_replies: dict[str, set[int]] = {a: set() for a in env.spec.agents}
+            for _ in range(env.spec.max_turns):
+                if not env.agents:
+                    break
+                agent = env.agent_selection
+                action = expert = cast(HasOracle, env).oracle_action()
+                if action is None:
+                    break
+                if random_action_prob and rng.random() < random_action_prob and \
+                        env.spec.demo_random_actions:
+                    action = cast(HasActionSampler, env).sample_action(rng)
+                    if action != expert and not train_random_actions:
+                        random_replies[agent].add(len(env.observe(agent)))
+                env.step(action)
+            for agent, player in seat_map.items():
+                if player == MAIN:
+                    conversations.append(_weighted(env.observe(agent), random_replies[agent]))
+        finally:
+            env.close()
+    return conversations
+
+
+def _weighted(conversation: list[Message], untrained: set[int]) -> list[Message]:
+    out: list[Message] = []
+    for index, message in enumerate(conversation):
+        copied: Message = {"role": message["role"], "content": message["content"]}
+        if index in untrained:
+            copied["weight"] = 0
+        out.append(copied)
+    return out
+
+
+def opponent_seats(opponent: str, agents: Sequence[str], trained: Sequence[str]
+                   ) -> list[dict[str, str]]:
+    """The seatings of an evaluation against ``opponent``: ``self``, every agent ``main``;
+    otherwise ``main`` in one of the ``trained`` agents' seats at a time, the rest
+    ``opponent``."""
+    if opponent == "self":
+        return [dict.fromkeys(agents, MAIN)]
+    return [{a: MAIN if a == seat else opponent for a in agents} for seat in trained]
+
+
+def outcome_rates(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """``success`` (a win or a cooperative success), ``win``, ``draw`` and ``loss``: the
+    shares of the trajectories' outcomes (an agent's episode without an outcome counts in
+    none)."""
+    n = max(len(trajectories), 1)
+    outcomes = [t.info.get("outcome") for t in trajectories]
+    return {"success": sum(o in WINNING for o in outcomes) / n,
+            "win": outcomes.count("win") / n, "draw": outcomes.count("draw") / n,
+            "loss": outcomes.count("loss") / n}
+
+
+def evaluate_multi(cfg: Config, engine: Engine, tokenizer: Any, params: SamplingParams,
+                   make_env: Callable[[], Any], agents: Sequence[str],
+                   on_done: Callable[[], None] | None = None
+                   ) -> tuple[dict[str, float], list[Trajectory]]:
+    """Held-out evaluation against each of ``multi.eval_opponents``: the main summary (of
+    :func:`~turnrl.eval.evaluate.evaluate`) against the first, and ``vs_<opponent>/<rate>``
+    (:func:`outcome_rates`) against each; the episodes of all of them."""
+    e = cfg.eval
+    seeds = range(cfg.env.eval_seed_start, cfg.env.eval_seed_start + e.episodes)
+    trained = [a for a, p in seats(cfg, agents).items() if p == MAIN]
+    summary: dict[str, float] = {}
+    episodes: list[Trajectory] = []
+    for index, opponent in enumerate(cfg.multi.eval_opponents):
+        played: list[Trajectory] = []
+        for seat_map in opponent_seats(opponent, agents, trained):
+            runner = multi_runner(cfg, engine, tokenizer, params, seat_map, role_groups=False)
+            result, trajectories = evaluate(runner, make_env, seeds,
+                                            samples_per_task=e.samples_per_task,
+                                            pass_k=e.pass_k, on_done=on_done)
+            if index == 0 and not summary:
+                summary.update(result)
+            played += trajectories
+        summary.update({f"vs_{opponent}/{k}": v for k, v in outcome_rates(played).items()})
+        episodes += played
+    return summary, episodes
+
+
+def run_eval(cfg: Config, engine: Engine, tokenizer: Any, params: SamplingParams,
+             make_env: Callable[[], Any], agents: Sequence[str], progress: Progress,
+             label: str) -> tuple[dict[str, float], list[Trajectory]]:
+    """:func:`evaluate_multi` with a progress bar and a one-line note of its results."""
+    trained = [a for a, p in seats(cfg, agents).items() if p == MAIN]
+    seatings = sum(len(opponent_seats(o, agents, trained)) for o in cfg.multi.eval_opponents)
+    total = seatings * cfg.eval.episodes * cfg.eval.samples_per_task
+    with progress.task(f"eval ({label})", total) as advance:
+        summary, episodes = evaluate_multi(cfg, engine, tokenizer, params, make_env, agents,
+                                           on_done=lambda: advance(""))
+    progress.note(f"eval ({label}): " + ", ".join(
+        f"vs {o} success {summary[f'vs_{o}/success']:.3f}" for o in cfg.multi.eval_opponents))
+    return summary, episodes

@@ -1,0 +1,71 @@
+"""A run's multi-agent pieces: multi.* checked against the env, SFT demonstrations of the
+roles main plays, evaluation seatings and outcome rates."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from turnrl import envs
+from turnrl.config import ConfigError, load_config
+from turnrl.config.checks import validate
+from turnrl.train import multi
+from turnrl.types import Trajectory
+
+
+def check(*overrides: str) -> None:
+    validate(load_config(None, ["env.id=tictactoe-v0", *overrides]))
+
+
+@pytest.mark.parametrize("override, message", [
+    ("multi.agents={z: oracle}", r"multi.agents.z: tictactoe-v0 has no agent 'z'; its agents "
+                                 r"are x, o"),
+    ("multi.agents={o: minimax}", r"'minimax' is not a player; choose one of main, oracle"),
+    ("multi.agents={x: oracle, o: random}", r"no agent of tictactoe-v0 is played by main"),
+    ("rollout.max_turns=3", r"rollout.max_turns: multi-agent envs .* a cap on turns"),
+])
+def test_multi_settings_are_checked_against_the_env(override, message):
+    with pytest.raises(ConfigError, match=message):
+        check(override)
+
+
+def test_multi_agents_on_an_env_of_one_agent_is_an_error():
+    with pytest.raises(ConfigError, match="'guess-v0' is an env of one agent"):
+        validate(load_config(None, ["env.id=guess-v0", "multi.agents={x: oracle}"]))
+    check("multi.agents={o: random}")  # and a good one passes
+
+
+def test_demonstrations_are_the_conversations_of_the_roles_main_plays():
+    make = functools.partial(envs.make, "tictactoe-v0")
+    both = multi.demonstrations(make, range(4), {"x": "main", "o": "main"},
+                                random_action_prob=0.0, train_random_actions=True, seed=0)
+    assert len(both) == 8
+    assert both[0][0]["content"].startswith("Tic-tac-toe. You are X")
+    assert both[1][0]["content"].startswith("Tic-tac-toe. You are O")
+    only_o = multi.demonstrations(make, range(4), {"x": "oracle", "o": "main"},
+                                  random_action_prob=0.0, train_random_actions=True, seed=0)
+    assert only_o == both[1::2]
+    noisy = multi.demonstrations(make, range(20), {"x": "main", "o": "main"},
+                                 random_action_prob=0.5, train_random_actions=False, seed=0)
+    untrained = [m for c in noisy for m in c if m.get("weight") == 0]
+    assert untrained and all(m["role"] == "assistant" for m in untrained)
+    trained = [m for c in noisy for m in c if m["role"] == "assistant" and "weight" not in m]
+    assert len(trained) > len(untrained)
+
+
+def test_evaluation_seats_main_in_every_trained_seat():
+    assert multi.opponent_seats("self", ["x", "o"], ["x", "o"]) == [{"x": "main", "o": "main"}]
+    assert multi.opponent_seats("oracle", ["x", "o"], ["x", "o"]) == [
+        {"x": "main", "o": "oracle"}, {"x": "oracle", "o": "main"}]
+    assert multi.opponent_seats("random", ["x", "o"], ["o"]) == [{"x": "random", "o": "main"}]
+
+
+def test_outcome_rates():
+    def played(outcome):
+        return Trajectory(env_id="tictactoe-v0", seed=0, group_id=0, messages=[],
+                          info={"outcome": outcome})
+    rates = multi.outcome_rates([played("win"), played("draw"), played("loss"),
+                                 played("loss")])
+    assert rates == {"success": 0.25, "win": 0.25, "draw": 0.25, "loss": 0.5}
+    assert multi.outcome_rates([played("success"), played("failure")])["success"] == 0.5
