@@ -63,7 +63,7 @@ def index_row(step: int, position: int, episode: dict[str, Any]) -> dict[str, An
             "seed": episode.get("seed"), "reward": round(sum(_turn_rewards(episode)), 6),
             "success": bool(episode.get("success")), "turns": len(_turn_rewards(episode)),
             "truncated": bool(episode.get("truncated")), "error": episode.get("error"),
-            "sampled": int(sum(episode.get("loss_mask", [])))}
+            "sampled": int(sum(episode.get("loss_mask", []))), "agent": episode.get("agent")}
 
 
 def groups(rows: Iterable[dict[str, Any]]) -> dict[tuple[int, Any], list[int]]:

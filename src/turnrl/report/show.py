@@ -40,19 +40,25 @@ def show(run_dir: Path, console: Console, *, step: int | None = None, episode: i
                           f"{len(episodes) - 1}")
     what = "evaluation at step" if evaluation else "step"
     table = Table(title=f"{run.name}: {what} {chosen} ({files[chosen]})")
-    for column in ("#", "group", "seed", "reward", "success", "turns", "tokens", ""):
-        table.add_column(column, justify="right" if column not in ("", "success") else "left")
+    agents = any(e.get("agent") for e in episodes)  # a multi-agent env: whose episode it is
+    columns = ("#", "group", "seed", *(("agent",) if agents else ()), "reward", "success",
+               "turns", "tokens", "")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("", "success", "agent")
+                         else "right")
     for i, e in enumerate(episodes):
         row = index_row(chosen, i, e)
         notes = ", ".join(n for n, on in (("truncated", row["truncated"]),
                                           ("env error", row["error"])) if on)
         table.add_row(str(i) + (" <" if i == episode else ""), str(row["group"]),
-                      str(row["seed"]), f"{row['reward']:.3f}", "yes" if row["success"] else "no",
+                      str(row["seed"]), *((str(row["agent"] or "-"),) if agents else ()),
+                      f"{row['reward']:.3f}", "yes" if row["success"] else "no",
                       str(row["turns"]), str(row["sampled"]), notes)
     console.print(table)
     view = episode_view(run, chosen, episode, episodes[episode], {})
+    agent = f", agent {episodes[episode]['agent']}" if episodes[episode].get("agent") else ""
     console.print(f"\n[bold]episode {episode}[/] (group {view['group']}, seed {view['seed']}, "
-                  f"{view['env_id']}): reward {view['reward']:.3f}, "
+                  f"{view['env_id']}{agent}): reward {view['reward']:.3f}, "
                   f"{'success' if view['success'] else 'failure'}, {view['turns']} turns")
     if view["error"]:
         console.print(f"[red]env error[/]: {escape(str(view['error']))}")
