@@ -26,7 +26,7 @@ def test_self_play_trains_both_roles_and_evaluates_against_each_opponent(tmp_pat
     result = train(load_config(None, [*SMALL_RUN, *TICTACTOE, f"run.out_dir={tmp_path}",
                                       "train.save_samples=64"]))
     assert result.after is not None
-    for opponent in ("self", "random", "oracle"):
+    for opponent in ("random", "oracle", "self"):
         rates = [result.after[f"vs_{opponent}/{k}"] for k in ("win", "draw", "loss")]
         assert sum(rates) == pytest.approx(1.0)  # every tic-tac-toe game has an outcome
     assert result.after["vs_oracle/win"] == 0.0  # minimax never loses

@@ -123,6 +123,10 @@ def print_results(before: dict[str, float] | None, after: dict[str, float] | Non
     for key in ("tokens", "episodes"):
         table.add_row(key, *(f"{s.get(key, float('nan')):.2f}".rstrip("0").rstrip(".")
                              for _, s in columns))
+    # a multi-agent run: the outcome rates against each evaluation opponent
+    for key in sorted(k for k in columns[0][1] if k.startswith("vs_")
+                      and not k.endswith("/success")):
+        table.add_row(key, *(f"{s[key]:.3f}" if key in s else "-" for _, s in columns))
     console = Console()
     console.print(table)
     if before is not None and after is not None:

@@ -227,7 +227,7 @@ class EnvConfig(Section):
 
 
 Opponent = Literal["self", "random", "oracle"]
-OPPONENTS: tuple[Opponent, ...] = ("self", "random", "oracle")
+OPPONENTS: tuple[Opponent, ...] = ("random", "oracle", "self")
 
 
 class MultiConfig(Section):
@@ -246,10 +246,10 @@ class MultiConfig(Section):
     )
     eval_opponents: list[Opponent] = Field(
         default_factory=lambda: list(OPPONENTS), min_length=1,
-        description="Held-out evaluation against each: self (main plays every agent), random "
-        "or oracle (main plays one agent at a time, in every seat, the others play the "
-        "opponent); eval/vs_<opponent>/{success,win,draw,loss}; the first one also gives "
-        "eval/success and the other eval keys."
+        description="Held-out evaluation against each: random or oracle (main plays one "
+        "agent at a time, in every seat, the others play the opponent), self (main plays "
+        "every agent); eval/vs_<opponent>/{success,win,draw,loss}; the first one also gives "
+        "eval/success and the other eval keys (a cooperative env: put self first)."
     )
 
 
