@@ -110,3 +110,43 @@ def test_unknown_players_and_agents_are_named(engine, tokenizer):
     episodes = runner(engine, tokenizer, {"x": "policy"})
     with pytest.raises(ValueError, match=r"no seat for agent\(s\) \['o'\]"):
         episodes.collect(functools.partial(envs.make, "tictactoe-v0"), [0], 1)
+
+
+@pytest.mark.parametrize("keys", ["turn", "state"])
+def test_step_keys_name_the_agent_and_its_turn_or_position(engine, tokenizer, keys):
+    from turnrl.rollout.runner import stable_hash
+
+    episodes = runner(engine, tokenizer, {"x": "policy", "o": "oracle"},
+                      step_keys=keys).collect(PATIENT, [0, 1], 2)
+    for trajectory in episodes:
+        assert len(trajectory.state_keys) == trajectory.num_turns
+    if keys == "turn":  # AT-GRPO: x's turn k has one key in every episode
+        assert all(t.state_keys == [stable_hash(("x", k)) for k in range(t.num_turns)]
+                   for t in episodes)
+    else:  # x's first position is the empty board in every episode
+        assert {t.state_keys[0] for t in episodes} == {stable_hash(("x", "." * 9))}
+    none = runner(engine, tokenizer, {"x": "policy", "o": "oracle"}).collect(PATIENT, [0], 1)
+    assert none[0].state_keys is None
+
+
+def test_role_conditioned_groups_give_grpo_a_baseline_per_role():
+    """SPIRAL's role-conditioned advantage is GRPO over groups of one role: when x wins three
+    games of four, x's wins are expected and o's one win is not."""
+    import math
+
+    from algo_inputs import make_inputs
+
+    from turnrl.algos.advantages import grpo
+
+    returns = [1, 1, 1, -1, -1, -1, -1, 1]  # x's four games, then o's four (zero-sum)
+    common = {"token_mask": [[0, 1]] * 8, "turn_index": [[-1, 0]] * 8,
+              "turn_rewards": [[r] for r in returns], "turn_mask": [[1]] * 8}
+    by_role = grpo(make_inputs(**common, group_ids=[0] * 4 + [1] * 4)).advantages[:, 1]
+    by_task = grpo(make_inputs(**common, group_ids=[0] * 8)).advantages[:, 1]
+    # one role: mean ±0.5, unbiased std sqrt((3 * 0.25 + 2.25) / 3) = 1
+    std = math.sqrt((3 * 0.5 ** 2 + 1.5 ** 2) / 3)
+    expected = torch.tensor([0.5, 0.5, 0.5, -1.5, -0.5, -0.5, -0.5, 1.5],
+                            dtype=by_role.dtype) / (std + 1e-6)
+    torch.testing.assert_close(by_role, expected)
+    # both roles in one group: mean 0, so every win gets the same advantage whoever won
+    assert by_task[0] == by_task[7] and by_role[7] == 3 * by_role[0]

@@ -32,6 +32,9 @@ def check_multi(cfg: Config, env: Any) -> None:
     can = {"main": True, "oracle": env.spec.has_oracle,
            "random": isinstance(env, envs.HasActionSampler)}
     _check_players(cfg, agents, can, fail)
+    if m.step_keys == "state" and not env.spec.has_state_key:
+        raise fail("multi.step_keys", f"{cfg.env.id} declares no state keys; use turn (the "
+                   "agent and its turn number) or none")
     if all(m.agents.get(a, "main") != "main" for a in agents):
         raise fail("multi.agents", f"no agent of {cfg.env.id} is played by main, so nothing "
                    "would be trained; leave at least one agent to main")

@@ -244,6 +244,12 @@ class MultiConfig(Section):
         "as in SPIRAL): each agent is compared with the same agent on the same task. False: "
         "one group per task for every agent."
     )
+    step_keys: Literal["auto", "none", "state", "turn"] = Field(
+        "auto", description="The state id of each agent turn, for step-level grouping (algo "
+        "preset gigpo): state (the agent and env.state_key(): the same agent in the same "
+        "position), turn (the agent and its turn number: AT-GRPO's grouping by agent and "
+        "turn), none; auto: state when the env declares state keys, else none."
+    )
     eval_opponents: list[Opponent] = Field(
         default_factory=lambda: list(OPPONENTS), min_length=1,
         description="Held-out evaluation against each: random or oracle (main plays one "

@@ -15,6 +15,12 @@ Rewards: an agent's reward at every step (anyone's) is credited to its last repl
 ``role_groups`` (the default), the trajectories of agent ``k`` of task group ``g`` get group
 id ``g * len(spec.agents) + k``, so a group baseline compares an agent only with the same
 agent on the same task (role-conditioned advantages, as in SPIRAL; Liu et al. 2025).
+
+Step keys (``step_keys``) give each turn of an agent a state id for step-level grouping (the
+``gigpo`` estimator): ``"state"`` hashes the agent with ``env.state_key()`` before its turn
+(envs that declare state keys: the same agent in the same position), ``"turn"`` hashes the
+agent with its turn number (AT-GRPO's grouping by agent and turn; Zhao et al. 2025),
+``"none"`` records none.
 """
 
 from __future__ import annotations
@@ -23,12 +29,12 @@ import asyncio
 import dataclasses
 import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from transformers import PreTrainedTokenizerBase
 
 from turnrl.envs.multi.protocol import MultiAgentEnv, MultiStepResult
-from turnrl.envs.protocol import HasActionSampler, HasOracle
+from turnrl.envs.protocol import HasActionSampler, HasOracle, HasStateKey
 from turnrl.eval.tool_use import count_tool_use
 from turnrl.models.chat import TemplateLedger
 from turnrl.rollout.engine import Engine, SamplingParams
@@ -39,6 +45,7 @@ SCRIPTS = ("oracle", "random")
 """Seats that are scripts, not models."""
 WINNING = ("win", "success")
 """Outcomes that count as an agent's success."""
+StepKeys = Literal["none", "state", "turn"]
 
 
 @dataclasses.dataclass
@@ -52,6 +59,7 @@ class _Seat:
     turn_rewards: list[float] = dataclasses.field(default_factory=list)
     early_reward: float = 0.0  # rewards before its first reply (credited to that reply)
     counts: EpisodeCounts = dataclasses.field(default_factory=EpisodeCounts)
+    state_keys: list[int] = dataclasses.field(default_factory=list)  # one per turn
     outcome: str | None = None
     terminated: bool = False
     truncated: bool = False
@@ -74,12 +82,14 @@ class MultiRunner:
         sampling_seed: derive each request's seed from (this, the task seed, the episode's
             index in its group, the agent, the turn), as the single-agent runner does.
         role_groups: group ids per agent and task (see the module docstring).
+        step_keys: the state id of each turn (see the module docstring).
     """
 
     def __init__(self, engines: Mapping[str, Engine], tokenizer: PreTrainedTokenizerBase,
                  params: SamplingParams, *, seats: Mapping[str, str],
                  trained: Sequence[str], max_context_tokens: int = 2048,
-                 sampling_seed: int | None = None, role_groups: bool = True) -> None:
+                 sampling_seed: int | None = None, role_groups: bool = True,
+                 step_keys: StepKeys = "none") -> None:
         unknown = sorted({p for p in seats.values() if p not in engines and p not in SCRIPTS})
         if unknown:
             raise ValueError(f"MultiRunner: seats played by {unknown}, which are neither "
@@ -87,7 +97,7 @@ class MultiRunner:
         self.engines, self.tokenizer, self.params = dict(engines), tokenizer, params
         self.seats, self.trained = dict(seats), set(trained)
         self.max_context_tokens, self.sampling_seed = max_context_tokens, sampling_seed
-        self.role_groups = role_groups
+        self.role_groups, self.step_keys = role_groups, step_keys
         self._sessions = 0
 
     def collect(self, make_env: Callable[[], Any], seeds: Sequence[int], group_size: int, *,
@@ -132,10 +142,13 @@ class MultiRunner:
                 if not env.agents:
                     break
                 agent = env.agent_selection
+                key = self._step_key(env, seats[agent])
                 action = await self._reply(env, seats[agent], seed, member, rng, session)
                 if action is None:  # its prompt no longer fits: everyone is cut off here
                     break
                 seats[agent].turn_rewards.append(0.0)
+                if key is not None:
+                    seats[agent].state_keys.append(key)
                 _credit(seats, env.step(action), agent)
                 _record_reply(env, seats[agent], action)
         except Exception as failure:  # this episode ends, the others go on
@@ -148,6 +161,13 @@ class MultiRunner:
         return [self._trajectory(env, s, seed, group_id, index, error)
                 for index, s in enumerate(seats.values())
                 if s.player in self.trained and s.turn_rewards]
+
+    def _step_key(self, env: MultiAgentEnv, seat: _Seat) -> int | None:
+        if self.step_keys == "turn":
+            return stable_hash((seat.agent, len(seat.turn_rewards)))
+        if self.step_keys == "state":
+            return stable_hash((seat.agent, cast(HasStateKey, env).state_key()))
+        return None
 
     async def _reply(self, env: MultiAgentEnv, seat: _Seat, seed: int, member: int,
                      rng: random.Random, session: str) -> str | None:
@@ -195,6 +215,7 @@ class MultiRunner:
             truncated=seat.truncated or cut or error is not None,
             success=seat.outcome in WINNING and error is None, error=error,
             counts=seat.counts, agent=seat.agent,
+            state_keys=list(seat.state_keys) if self.step_keys != "none" else None,
             info={"outcome": seat.outcome,
                   "seats": {a: p for a, p in self.seats.items() if a in env.spec.agents}})
 

@@ -14,6 +14,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from turnrl import envs
 from turnrl.config import Config
 from turnrl.envs.multi.protocol import MultiAgentEnv
 from turnrl.envs.protocol import HasActionSampler, HasOracle
@@ -34,11 +35,14 @@ def seats(cfg: Config, agents: Sequence[str]) -> dict[str, str]:
 def multi_runner(cfg: Config, engine: Engine, tokenizer: Any, params: SamplingParams,
                  seat_map: dict[str, str], *, role_groups: bool | None = None) -> MultiRunner:
     """The runner of the run's multi-agent episodes, its model as ``main``."""
+    keys = cfg.multi.step_keys
+    if keys == "auto":
+        keys = "state" if envs.spec(cfg.env.id).has_state_key else "none"
     return MultiRunner({MAIN: engine}, tokenizer, params, seats=seat_map, trained=[MAIN],
                        max_context_tokens=cfg.rollout.max_context_tokens,
                        sampling_seed=cfg.run.seed,
                        role_groups=cfg.multi.role_groups if role_groups is None
-                       else role_groups)
+                       else role_groups, step_keys=keys)
 
 
 def demonstrations(make_env: Callable[[], Any], seeds: Sequence[int], seat_map: dict[str, str],

@@ -172,6 +172,10 @@ class TicTacToe:
         moves = best_moves(self.board, self.table.current)
         return str(random.Random(f"{self.seed}/{self.board}").choice(moves) + 1)
 
+    def state_key(self) -> str:
+        """The board (whose turn it is follows from it)."""
+        return self.board
+
     def sample_action(self, rng: random.Random) -> str:
         """A random empty square."""
         return str(rng.choice(self.empty()) + 1)
@@ -222,6 +226,7 @@ SPEC = EnvSpec(
     description="tic-tac-toe for two agents (x, o); reply with an empty square's number",
     reward_range=(-1.0, 1.0),
     has_oracle=True,
+    has_state_key=True,
     agents=AGENTS,
     kwargs={"max_invalid": DEFAULT_MAX_INVALID},
     # demonstrations are the oracle's moves; a random move is legal play, worth showing
