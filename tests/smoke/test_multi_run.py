@@ -45,3 +45,40 @@ def test_against_the_oracle_only_main_is_trained(tmp_path) -> None:
     kept = samples(result.run_dir, 1)
     assert {row["agent"] for row in kept} == {"o"}
     assert all(sum(row["turn_rewards"]) <= 0 for row in kept)  # o never beats the oracle
+
+
+def test_a_pool_run_resumes_exactly(tmp_path) -> None:
+    """Self-play against an opponent pool: a run stopped after step 2 and resumed ends with
+    the same weights, the same metrics (ratings included) and the same pool as one that never
+    stopped."""
+    from safetensors.torch import load_file
+
+    from turnrl.train.loop import train as run_train
+
+    def overrides(out, steps: int) -> list[str]:
+        return [*SMALL_RUN, *TICTACTOE, f"run.out_dir={out}", "run.name=run",
+                "multi.agents={o: pool}", "multi.pool_every=1", "multi.pool_size=3",
+                "multi.eval_opponents=[frozen]", f"train.steps={steps}",
+                "train.checkpoint_every=1", "train.keep_last=10", "run.deterministic=true",
+                "log.tensorboard=false", "log.report=false"]
+
+    whole = run_train(load_config(None, overrides(tmp_path / "whole", 4)))
+    run_train(load_config(None, overrides(tmp_path / "parts", 2)))
+    resumed = run_train(load_config(None, overrides(tmp_path / "parts", 4)),
+                        resume=tmp_path / "parts" / "run")
+
+    def rows(run_dir):
+        return [{k: v for k, v in json.loads(line).items()
+                 if k != "time" and not k.startswith("perf/")}
+                for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+    train_rows = [r for r in rows(whole.run_dir) if r["phase"] == "train"]
+    assert [r["multi/pool_size"] for r in train_rows] == [2.0, 3.0, 3.0, 3.0]
+    assert [r for r in rows(resumed.run_dir) if r["phase"] == "train"] == train_rows
+    state = json.loads((whole.run_dir / "checkpoints" / "step_4" / "state.json").read_text())
+    again = json.loads((resumed.run_dir / "checkpoints" / "step_4" / "state.json").read_text())
+    assert state["players"] == again["players"]
+    assert state["players"]["members"] == ["start", "step_3", "step_4"]
+    a = load_file(str(whole.run_dir / "checkpoints" / "step_4" / "model.safetensors"))
+    b = load_file(str(resumed.run_dir / "checkpoints" / "step_4" / "model.safetensors"))
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)

@@ -9,7 +9,7 @@ from turnrl import envs
 from turnrl.config.errors import ConfigError
 from turnrl.config.schema import Config
 
-PLAYERS = ("main", "oracle", "random")
+PLAYERS = ("main", "oracle", "random", "frozen", "pool")
 """Who may play an agent of a multi-agent env (``multi.agents``)."""
 
 
@@ -30,7 +30,7 @@ def check_multi(cfg: Config, env: Any) -> None:
                        "maps the agents of a multi-agent env (tictactoe-v0, ...): remove it")
         return
     can = {"main": True, "oracle": env.spec.has_oracle,
-           "random": isinstance(env, envs.HasActionSampler)}
+           "random": isinstance(env, envs.HasActionSampler), "frozen": True, "pool": True}
     _check_players(cfg, agents, can, fail)
     if m.step_keys == "state" and not env.spec.has_state_key:
         raise fail("multi.step_keys", f"{cfg.env.id} declares no state keys; use turn (the "
@@ -42,6 +42,10 @@ def check_multi(cfg: Config, env: Any) -> None:
         if opponent != "self" and not can[opponent]:
             raise fail("multi.eval_opponents", f"{cfg.env.id} has no {opponent} player; "
                        f"drop {opponent!r}")
+    frozen = {p for p in [*m.agents.values(), *m.eval_opponents] if p in ("frozen", "pool")}
+    if frozen and cfg.rollout.engine != "hf":
+        raise fail("rollout.engine", f"the players {sorted(frozen)} of multi.* run on engines "
+                   "of their own, which only rollout.engine=hf starts so far")
     for key, on, what in (("distributed.backend", cfg.distributed.backend != "none",
                            "Ray workers"),
                           ("train.mode", cfg.train.mode != "sync", "asynchronous training"),

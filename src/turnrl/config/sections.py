@@ -226,7 +226,7 @@ class EnvConfig(Section):
         return self
 
 
-Opponent = Literal["self", "random", "oracle"]
+Opponent = Literal["self", "random", "oracle", "frozen"]
 OPPONENTS: tuple[Opponent, ...] = ("random", "oracle", "self")
 
 
@@ -236,8 +236,16 @@ class MultiConfig(Section):
     agents: dict[str, str] = Field(
         default_factory=dict, description="Agent -> its player: main (the run's model, "
         "trained; several agents on main is self-play with one shared model), oracle (the "
-        "env's scripted expert) or random (random legal replies). Unlisted agents are main; "
-        "e.g. {o: oracle} trains x against the oracle."
+        "env's scripted expert), random (random legal replies), frozen (the model as RL "
+        "began) or pool (a past version of main, one per task: fictitious self-play). "
+        "Unlisted agents are main; e.g. {o: oracle} trains x against the oracle."
+    )
+    pool_every: int = Field(
+        5, ge=1, description="Every N RL steps the model joins the opponent pool (players: "
+        "pool)."
+    )
+    pool_size: int = Field(
+        4, ge=2, description="Pool members kept: the RL start and the newest others."
     )
     role_groups: bool = Field(
         True, description="Group baselines per agent and task (role-conditioned advantages, "
@@ -252,10 +260,11 @@ class MultiConfig(Section):
     )
     eval_opponents: list[Opponent] = Field(
         default_factory=lambda: list(OPPONENTS), min_length=1,
-        description="Held-out evaluation against each: random or oracle (main plays one "
-        "agent at a time, in every seat, the others play the opponent), self (main plays "
-        "every agent); eval/vs_<opponent>/{success,win,draw,loss}; the first one also gives "
-        "eval/success and the other eval keys (a cooperative env: put self first)."
+        description="Held-out evaluation against each: random, oracle or frozen (the model "
+        "as RL began; main plays one agent at a time, in every seat, the others play the "
+        "opponent), self (main plays every agent); eval/vs_<opponent>/{success,win,draw,"
+        "loss}; the first one also gives eval/success and the other eval keys (a "
+        "cooperative env: put self first)."
     )
 
 

@@ -101,11 +101,14 @@ class MultiRunner:
         self._sessions = 0
 
     def collect(self, make_env: Callable[[], Any], seeds: Sequence[int], group_size: int, *,
-                first_group_id: int = 0, on_done: Callable[[], None] | None = None
-                ) -> list[Trajectory]:
+                first_group_id: int = 0, on_done: Callable[[], None] | None = None,
+                group_ids: Sequence[int] | None = None) -> list[Trajectory]:
         """``group_size`` episodes per task seed; the trained agents' trajectories, seed by
-        seed, episode by episode, in seat order (``on_done()`` as each episode ends)."""
-        jobs = [(seed, first_group_id + i, member) for i, seed in enumerate(seeds)
+        seed, episode by episode, in seat order (``on_done()`` as each episode ends). Seed
+        ``i``'s group is ``first_group_id + i``, or ``group_ids[i]`` when given."""
+        groups = list(group_ids) if group_ids is not None else [
+            first_group_id + i for i in range(len(seeds))]
+        jobs = [(seed, groups[i], member) for i, seed in enumerate(seeds)
                 for member in range(group_size)]
 
         async def play(seed: int, group: int, member: int) -> list[Trajectory]:

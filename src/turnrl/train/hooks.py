@@ -219,10 +219,21 @@ class StepHooks:
                                      "metrics_lines": run.logger.lines,
                                      "alarms": self.monitor.state(),
                                      "rollbacks": self.state.rollbacks,
+                                     "players": run.players.state() if run.players else None,
                                      "generators": {
                                          "engine": run.model.engine.generator.get_state().tolist(),
                                          "learner": learner.generator.get_state().tolist()}})
         prune_checkpoints(run.run_dir, run.cfg.train.keep_last)
+
+    def after_update(self, done: int) -> None:
+        """After RL step ``done``: a multi-agent run's pool takes the model every
+        ``multi.pool_every`` steps (:class:`~turnrl.train.players.Players`)."""
+        if self.run.players is not None:
+            self.run.players.after_update(done, self.learner.policy)
+
+    def player_metrics(self) -> dict[str, float]:
+        """The frozen players' ratings and pool size (``multi/``), when the run has any."""
+        return self.run.players.metrics() if self.run.players is not None else {}
 
     def resume(self, checkpoint: Path) -> None:
         """Continue a run from ``checkpoint``: its training state and the loop's step, the
@@ -246,6 +257,8 @@ class StepHooks:
             generator.set_state(torch.tensor(state["generators"][name], dtype=torch.uint8))
         if "alarms" in state:
             self.monitor.load_state(state["alarms"])
+        if self.run.players is not None and state.get("players"):
+            self.run.players.restore(state["players"])
         return state
 
     def on_alarm(self, done: int, fired: list[str], metrics: dict[str, float]) -> int | None:

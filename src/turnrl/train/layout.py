@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from transformers import PreTrainedTokenizerBase
 
+from turnrl.models.chat import encode, render
 from turnrl.types import TokenBatch, Trajectory
 
 
@@ -97,3 +99,10 @@ def left_padded(prefixes: Sequence[Sequence[int]], size: int,
     return ids, mask
 
 
+def privileged_prefix(tokenizer: PreTrainedTokenizerBase, trajectory: Trajectory) -> list[int]:
+    """The privileged critic's extra input: the env's ``privileged_info()`` (recorded after
+    reset) as a system message in the chat template."""
+    text = render(tokenizer, [{"role": "system", "content": "Privileged information (critic "
+                               f"only): {trajectory.privileged_info or ''}"}],
+                  add_generation_prompt=False)
+    return encode(tokenizer, text)

@@ -71,6 +71,8 @@ def warm_start_and_evaluate(run: Run, conversations: list | None) -> dict[str, f
         warm_start(cfg, run.model, run.make_env, run.progress,
                    lambda i, m: run.logger.log(i, m, phase="sft"), conversations)
         run.model.engine.load_weights(run.model.policy)  # an engine of its own copies them
+    if run.players is not None:  # a multi-agent run's frozen start and first pool member
+        run.players.begin(run.model.policy)
     return evaluate_run(run, 0, "before RL") if cfg.eval.before_training else None
 
 
@@ -147,13 +149,14 @@ def train(cfg: Config, *, resume: Path | None = None,
                 update = (out.update(learner, batch, train_policy=not warming_up) if out
                           else learner.update(batch, train_policy=not warming_up))
                 push_weights()
+                hooks.after_update(step + 1)  # a multi-agent run's opponent pool
                 t2 = time.perf_counter()
                 save_samples(run.run_dir, step + 1, episodes, collected.scores, scored, batch,
                              kept, stats)
                 hooks.end_step({
                     **collected.metrics, **kl.metrics, **scored.metrics, **batch_metrics,
                     **update, "loss/critic_warmup": float(warming_up), **advantage.metrics,
-                    **engine_metrics,
+                    **engine_metrics, **hooks.player_metrics(),
                     **(out.worker_metrics(state.policy_version) if out else {}),
                     **({"rollout/turn_cap": float(cap)} if (cap := cfg.rollout.turn_cap(step))
                        is not None else {}),

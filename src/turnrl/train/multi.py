@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, cast
+
+import torch
 
 from turnrl import envs
 from turnrl.config import Config
 from turnrl.envs.multi.protocol import MultiAgentEnv
 from turnrl.envs.protocol import HasActionSampler, HasOracle
 from turnrl.eval.evaluate import evaluate
+from turnrl.models.policy import resolve_dtype
 from turnrl.rollout.engine import Engine, SamplingParams
 from turnrl.rollout.multi import WINNING, MultiRunner
+from turnrl.train.players import FROZEN, POOL, Players
 from turnrl.train.progress import Progress
 from turnrl.types import Message, Trajectory
 
@@ -32,13 +37,39 @@ def seats(cfg: Config, agents: Sequence[str]) -> dict[str, str]:
     return {agent: cfg.multi.agents.get(agent, MAIN) for agent in agents}
 
 
+def uses_players(cfg: Config) -> bool:
+    """Whether the run has frozen players (``frozen`` or ``pool``, to play or to meet in
+    evaluation): then it keeps :class:`~turnrl.train.players.Players`."""
+    return any(p in (FROZEN, POOL) for p in [*cfg.multi.agents.values(),
+                                             *cfg.multi.eval_opponents])
+
+
+def players_for(cfg: Config, run_dir: Path, tokenizer: Any, device: torch.device,
+                engine_options: dict[str, Any]) -> Players | None:
+    """The run's frozen players, when a multi-agent run has any (:func:`uses_players`)."""
+    if cfg.agent.entry_point is not None or not envs.spec(cfg.env.id).agents or \
+            not uses_players(cfg):
+        return None
+    return Players(run_dir, tokenizer, device=device,
+                   dtype=resolve_dtype(cfg.model.dtype, device), engine_options=engine_options,
+                   pool_every=cfg.multi.pool_every, pool_size=cfg.multi.pool_size,
+                   seed=cfg.run.seed)
+
+
 def multi_runner(cfg: Config, engine: Engine, tokenizer: Any, params: SamplingParams,
-                 seat_map: dict[str, str], *, role_groups: bool | None = None) -> MultiRunner:
-    """The runner of the run's multi-agent episodes, its model as ``main``."""
+                 seat_map: dict[str, str], *, role_groups: bool | None = None,
+                 players: Players | None = None) -> MultiRunner:
+    """The runner of the run's multi-agent episodes, its model as ``main``; a seat of a
+    frozen player (``frozen``, or a pool member's name) plays on that player's engine."""
     keys = cfg.multi.step_keys
     if keys == "auto":
         keys = "state" if envs.spec(cfg.env.id).has_state_key else "none"
-    return MultiRunner({MAIN: engine}, tokenizer, params, seats=seat_map, trained=[MAIN],
+    engines = {MAIN: engine}
+    for player in set(seat_map.values()) - {MAIN, "oracle", "random"}:
+        if players is None:
+            raise ValueError(f"seat {player!r} needs the run's frozen players")
+        engines[player] = players.engine(player)
+    return MultiRunner(engines, tokenizer, params, seats=seat_map, trained=[MAIN],
                        max_context_tokens=cfg.rollout.max_context_tokens,
                        sampling_seed=cfg.run.seed,
                        role_groups=cfg.multi.role_groups if role_groups is None
@@ -114,9 +145,42 @@ def outcome_rates(trajectories: Sequence[Trajectory]) -> dict[str, float]:
             "loss": outcomes.count("loss") / n}
 
 
+def play_groups(cfg: Config, engine: Engine, tokenizer: Any, params: SamplingParams,
+                make_env: Callable[[], Any], seeds: Sequence[int], first: int,
+                players: Players | None) -> list[Trajectory]:
+    """The RL episodes of task groups ``first, first + 1, ...`` (one per seed): each group
+    meets one pool member where an agent's player is ``pool``; the games against a frozen
+    player are rated."""
+    agents = list(envs.spec(cfg.env.id).agents)
+    base = seats(cfg, agents)
+    plans: dict[tuple[tuple[str, str], ...], list[tuple[int, int]]] = {}
+    for i, seed in enumerate(seeds):
+        member = players.choose(first + i) if players is not None and POOL in base.values() \
+            else None
+        seat_map = {a: member if p == POOL and member else p for a, p in base.items()}
+        plans.setdefault(tuple(seat_map.items()), []).append((first + i, seed))
+    played: dict[int, list[Trajectory]] = {}
+    for seating, groups in plans.items():
+        seat_map = dict(seating)
+        runner = multi_runner(cfg, engine, tokenizer, params, seat_map, players=players)
+        games = runner.collect(make_env, [seed for _, seed in groups], cfg.train.group_size,
+                               group_ids=[group for group, _ in groups])
+        for group, _ in groups:
+            played[group] = []
+        width = len(agents) if cfg.multi.role_groups else 1
+        for trajectory in games:
+            played[trajectory.group_id // width].append(trajectory)
+        if players is not None and len(agents) == 2:
+            opponents = [seat_map[next(a for a in agents if a != t.agent)] for t in games]
+            rated = [(t, o) for t, o in zip(games, opponents, strict=True)
+                     if o not in (MAIN, "oracle", "random")]
+            players.rate([t for t, _ in rated], [o for _, o in rated])
+    return [t for group in sorted(played) for t in played[group]]
+
+
 def evaluate_multi(cfg: Config, engine: Engine, tokenizer: Any, params: SamplingParams,
                    make_env: Callable[[], Any], agents: Sequence[str],
-                   on_done: Callable[[], None] | None = None
+                   on_done: Callable[[], None] | None = None, players: Players | None = None
                    ) -> tuple[dict[str, float], list[Trajectory]]:
     """Held-out evaluation against each of ``multi.eval_opponents``: the main summary (of
     :func:`~turnrl.eval.evaluate.evaluate`) against the first, and ``vs_<opponent>/<rate>``
@@ -129,7 +193,8 @@ def evaluate_multi(cfg: Config, engine: Engine, tokenizer: Any, params: Sampling
     for index, opponent in enumerate(cfg.multi.eval_opponents):
         played: list[Trajectory] = []
         for seat_map in opponent_seats(opponent, agents, trained):
-            runner = multi_runner(cfg, engine, tokenizer, params, seat_map, role_groups=False)
+            runner = multi_runner(cfg, engine, tokenizer, params, seat_map, role_groups=False,
+                                  players=players)
             result, trajectories = evaluate(runner, make_env, seeds,
                                             samples_per_task=e.samples_per_task,
                                             pass_k=e.pass_k, on_done=on_done)
@@ -143,14 +208,15 @@ def evaluate_multi(cfg: Config, engine: Engine, tokenizer: Any, params: Sampling
 
 def run_eval(cfg: Config, engine: Engine, tokenizer: Any, params: SamplingParams,
              make_env: Callable[[], Any], agents: Sequence[str], progress: Progress,
-             label: str) -> tuple[dict[str, float], list[Trajectory]]:
+             label: str, players: Players | None = None
+             ) -> tuple[dict[str, float], list[Trajectory]]:
     """:func:`evaluate_multi` with a progress bar and a one-line note of its results."""
     trained = [a for a, p in seats(cfg, agents).items() if p == MAIN]
     seatings = sum(len(opponent_seats(o, agents, trained)) for o in cfg.multi.eval_opponents)
     total = seatings * cfg.eval.episodes * cfg.eval.samples_per_task
     with progress.task(f"eval ({label})", total) as advance:
         summary, episodes = evaluate_multi(cfg, engine, tokenizer, params, make_env, agents,
-                                           on_done=lambda: advance(""))
+                                           on_done=lambda: advance(""), players=players)
     progress.note(f"eval ({label}): " + ", ".join(
         f"vs {o} success {summary[f'vs_{o}/success']:.3f}" for o in cfg.multi.eval_opponents))
     return summary, episodes

@@ -40,7 +40,6 @@ from turnrl.envs.protocol import Env
 from turnrl.eval.evaluate import evaluate
 from turnrl.io import RunDirLock, lock_run_dir, new_run_dir, run_write
 from turnrl.models.base import BUILTIN, write_builtin
-from turnrl.models.chat import encode, render
 from turnrl.models.policy import (
     ValueModel,
     load_policy,
@@ -58,8 +57,10 @@ from turnrl.rollout.runner import Runner
 from turnrl.train import multi, preflight, sft
 from turnrl.train.checkpoint import checkpoint_step, drop_checkpoints_after, resume_checkpoint
 from turnrl.train.collect import Collector
+from turnrl.train.layout import privileged_prefix
 from turnrl.train.learner import GradientSync, Learner
 from turnrl.train.meta import record_session
+from turnrl.train.players import Players
 from turnrl.train.progress import Progress
 from turnrl.train.samples import save_eval_samples
 from turnrl.train.scoring import Shaping
@@ -99,6 +100,7 @@ class Run:
     progress: Progress
     resume_from: Path | None  # the checkpoint a resumed run continues from
     lock: RunDirLock  # this process's hold on run_dir, for the run's lifetime
+    players: Players | None = None  # a multi-agent run's frozen players (frozen, pool)
 
     @property
     def cfg(self) -> Config:
@@ -111,6 +113,8 @@ class Run:
             if self.model.agent is not None:
                 self.model.agent.close()
             self.model.engine.close()
+            if self.players is not None:
+                self.players.close()
             self.logger.close()
         finally:
             self.lock.release()
@@ -269,8 +273,9 @@ def _open(checked: Validated, run_dir: Path, rewards: CombinedReward | None,
     logger = MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard, wandb=cfg.log.wandb,
                            mlflow=cfg.log.mlflow, run_name=run_dir.name,
                            config=json.loads(json.dumps(cfg.model_dump())), resume_at=resume_at)
+    players = multi.players_for(cfg, run_dir, model.tokenizer, device, engine_options(cfg))
     return Run(checked, run_dir, device, env_factory(cfg), rewards, model, logger,
-               Progress(enabled=cfg.log.progress), resume_from, lock)
+               Progress(enabled=cfg.log.progress), resume_from, lock, players)
 
 
 def sampling(cfg: Config, temperature: float, max_turns: int | None = None
@@ -304,7 +309,8 @@ def runner(cfg: Config, model: Model, temperature: float, *, evaluation: bool = 
 
 
 def run_eval(cfg: Config, model: Model, make_env: Callable[[], Env], progress: Progress,
-             label: str) -> tuple[dict[str, float], list[Trajectory]]:
+             label: str, players: Players | None = None
+             ) -> tuple[dict[str, float], list[Trajectory]]:
     """Held-out evaluation (``eval.*`` on seeds from ``env.eval_seed_start``): the summary
     and the episodes."""
     e = cfg.eval
@@ -312,7 +318,7 @@ def run_eval(cfg: Config, model: Model, make_env: Callable[[], Env], progress: P
     agents = envs.spec(cfg.env.id).agents if cfg.agent.entry_point is None else ()
     if agents:  # against each of multi.eval_opponents
         return multi.run_eval(cfg, model.engine, model.tokenizer, sampling(cfg, e.temperature)[0],
-                              make_env, agents, progress, label)
+                              make_env, agents, progress, label, players)
     with progress.task(f"eval ({label})", e.episodes * e.samples_per_task) as advance:
         summary, episodes = evaluate(
             runner(cfg, model, e.temperature, evaluation=True), make_env, seeds,
@@ -329,7 +335,7 @@ def evaluate_run(run: Run, step: int, label: str) -> dict[str, float]:
     its wall time (``perf/eval_s``); its episodes go to ``samples/eval_<step>.jsonl``."""
     start = time.perf_counter()
     summary, episodes = run_eval(run.cfg, run.model, env_factory(run.cfg, evaluation=True),
-                                 run.progress, label)
+                                 run.progress, label, run.players)
     run.logger.log(step, {**{f"eval/{k}": v for k, v in summary.items()},
                           "perf/eval_s": time.perf_counter() - start}, phase="eval")
     save_eval_samples(run.run_dir, step, episodes)
@@ -473,6 +479,10 @@ def local_play(run: Run, step: Callable[[], int] = lambda: 0
     capped at ``rollout.max_turns`` of the current RL ``step()`` (a horizon curriculum)."""
     def play(first: int, n: int) -> list[Trajectory]:
         seeds = [run.cfg.env.train_seed_start + first + i for i in range(n)]
+        if run.players is not None:  # frozen players: a pool member per task group
+            return multi.play_groups(run.cfg, run.model.engine, run.model.tokenizer,
+                                     sampling(run.cfg, run.cfg.rollout.temperature)[0],
+                                     run.make_env, seeds, first, run.players)
         return runner(run.cfg, run.model, run.cfg.rollout.temperature,
                       max_turns=run.cfg.rollout.turn_cap(step())).collect(
             run.make_env, seeds, run.cfg.train.group_size, first_group_id=first)
@@ -486,12 +496,3 @@ def critic_prefixes(run: Run, learner: Learner,
     if not (run.cfg.critic.privileged and learner.critic is not None):
         return None
     return [privileged_prefix(run.model.tokenizer, t) for t in trajectories]
-
-
-def privileged_prefix(tokenizer: PreTrainedTokenizerBase, trajectory: Trajectory) -> list[int]:
-    """The privileged critic's extra input: the env's ``privileged_info()`` (recorded after
-    reset) as a system message in the chat template."""
-    text = render(tokenizer, [{"role": "system", "content": "Privileged information (critic "
-                               f"only): {trajectory.privileged_info or ''}"}],
-                  add_generation_prompt=False)
-    return encode(tokenizer, text)
