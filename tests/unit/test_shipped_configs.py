@@ -25,6 +25,10 @@ def test_a_shipped_config_loads_and_its_env_builds(path, monkeypatch):
     monkeypatch.chdir(ROOT)
     cfg = load_config(path.relative_to(ROOT))
     env = make(cfg.env.id, **cfg.env.kwargs)
+    if env.spec.agents:  # a multi-agent env: the first agent's conversation
+        env.reset(seed=cfg.env.train_seed_start)
+        assert env.observe(env.agent_selection) and env.oracle_action()
+        return
     observation, _ = env.reset(seed=cfg.env.train_seed_start)
     assert observation and env.oracle_action()
 
