@@ -191,6 +191,15 @@ def test_bad_requests_get_openai_errors_and_the_server_stays_up(server) -> None:
             model="policy", messages=[{"role": "user", "content": "x"}])
     with pytest.raises(openai.NotFoundError):
         client.post("/nowhere", cast_to=object, body={})
+    for create, body in ((client.chat.completions.create,
+                          {"messages": [{"role": "user", "content": "x"}]}),
+                         (client.completions.create, {"prompt": "x"})):
+        with pytest.raises(openai.NotFoundError) as missing:  # as OpenAI answers
+            create(model="gpt-4o", max_tokens=2, **body)
+        assert missing.value.body["code"] == "model_not_found"
+        assert missing.value.body["param"] == "model"
+        assert "The model `gpt-4o` does not exist" in missing.value.body["message"]
+        assert "serves 'policy'" in missing.value.body["message"]
     import httpx
 
     raw = httpx.post(server.url() + "/chat/completions", content=b"{not json",

@@ -217,6 +217,7 @@ class ModelServer:
         try:
             key, session = self._session(request)
             req = parse_chat_request(await _body(request), self.limits)
+            self._check_model(req.model)
             if req.top_logprobs:
                 raise OpenAIError(_NO_TOP_LOGPROBS, param="top_logprobs",
                                   code="unsupported_value")
@@ -254,6 +255,7 @@ class ModelServer:
         try:
             key, session = self._session(request)
             req = parse_completion_request(await _body(request), self.limits)
+            self._check_model(req.model)
             if req.logprobs:  # the legacy form: logprobs=k asks for k alternatives
                 raise OpenAIError(_NO_TOP_LOGPROBS + "; send logprobs=0",
                                   param="logprobs", code="unsupported_value")
@@ -311,6 +313,14 @@ class ModelServer:
         return JSONResponse(error.body(), status_code=405)
 
     # ------------------------------------------------------------------ sampling
+    def _check_model(self, model: str) -> None:
+        """OpenAI's answer to a model it does not serve: 404, ``model_not_found``."""
+        if model != self.model_name:
+            raise OpenAIError(f"The model `{model}` does not exist or you do not have access "
+                              f"to it. This endpoint serves {self.model_name!r} "
+                              "(agent.model_name; /v1/models lists it).", status=404,
+                              param="model", code="model_not_found")
+
     def _check_calls(self, key: str | None, session: Session) -> None:
         if key is not None and self.max_calls is not None and session.calls >= self.max_calls:
             raise OpenAIError(f"this agent run has made {session.calls} model calls, the most "
