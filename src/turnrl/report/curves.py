@@ -65,6 +65,14 @@ PANELS: tuple[Panel, ...] = (
     Panel("logprob_diff", "Engine vs learner |Δ log-prob| (sampled tokens)",
           (Series("rollout/logprob_abs_diff", "mean"),
            Series("rollout/logprob_abs_diff_max", "max"))),
+    Panel("opponents", "Held-out outcomes by opponent (multi-agent)",
+          (Series("eval/vs_random/win", "win vs random", "eval"),
+           Series("eval/vs_oracle/win", "win vs oracle", "eval"),
+           Series("eval/vs_oracle/draw", "draw vs oracle", "eval"),
+           Series("eval/vs_frozen/win", "win vs frozen start", "eval"),
+           Series("eval/vs_self/draw", "draw vs itself", "eval"))),
+    Panel("rating", "Rating against frozen players (OpenSkill mu)",
+          (Series("multi/rating", "the model"), Series("multi/pool_rating", "best pool member"))),
     Panel("sft_loss", "SFT loss", (Series("sft/loss", "loss", "sft"),), x_title="SFT step"),
 )
 
