@@ -236,3 +236,21 @@ def test_oracle_demonstrations_need_an_oracle() -> None:
 
     with pytest.raises(DatasetError, match="no oracle"):
         oracle_demonstrations(NoOracle, [0], random_action_prob=0.0)
+
+
+def test_demonstrations_with_nothing_to_train_are_left_out_and_counted(load_tiny,
+                                                                        tokenizer) -> None:
+    """A demonstration whose only reply has weight 0 (a random first move that ended the
+    episode) gives no step a loss of -0.000: it is left out and counted."""
+    untrained = [[{"role": "user", "content": "go"},
+                  {"role": "assistant", "content": "left", "weight": 0}]] * 3
+    trained = [[{"role": "user", "content": "go"}, {"role": "assistant", "content": "up"}]]
+    trajectories = conversations_to_trajectories(tokenizer, untrained + trained * 4)
+    metrics = list(sft_steps(load_tiny(), trajectories, pad_token_id=tokenizer.pad_token_id,
+                             epochs=1, batch_size=2, lr=1e-3, max_grad_norm=1.0))
+    assert len(metrics) == 2  # the four trainable demos, two per step
+    assert all(m["sft/empty_demos"] == 3.0 and m["sft/tokens"] > 0 for m in metrics)
+    with pytest.raises(ValueError, match="none of the 3 SFT demonstrations has a reply"):
+        list(sft_steps(load_tiny(), conversations_to_trajectories(tokenizer, untrained),
+                       pad_token_id=tokenizer.pad_token_id, epochs=1, batch_size=2, lr=1e-3,
+                       max_grad_norm=1.0))

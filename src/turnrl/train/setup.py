@@ -372,7 +372,8 @@ def warm_start(cfg: Config, model: Model, make_env: Callable[[], Env], progress:
             log_metrics(0, demos.metrics)
     tools = sft.env_tools(make_env, calls) if cfg.agent.entry_point is None else None
     trajectories = sft.conversations_to_trajectories(model.tokenizer, conversations, tools=tools)
-    total = c.epochs * -(-len(trajectories) // c.batch_size)
+    usable = sum(1 for t in trajectories if any(t.loss_mask))  # sft_steps drops the others
+    total = c.epochs * -(-usable // c.batch_size)
     losses: list[float] = []
     with progress.task("SFT", total) as advance:
         for i, metrics in enumerate(sft.sft_steps(

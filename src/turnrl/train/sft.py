@@ -219,7 +219,18 @@ def sft_steps(policy: nn.Module, trajectories: Sequence[Trajectory], *, pad_toke
 
     ``stop_loss``: end early, after the first step at which the mean loss of the last
     ``stop_window`` steps is at most this (nats per assistant token); the learning rate
-    schedule is the one of all ``epochs``, cut where training stopped."""
+    schedule is the one of all ``epochs``, cut where training stopped.
+
+    Demonstrations with no trained token (every reply ``"weight": 0``, or none at all: a
+    random first move that ended the episode) are left out, so no step trains on nothing;
+    ``sft/empty_demos`` counts them (the same on every step). Raises :class:`DatasetError`
+    (a ``ValueError``) when no demonstration has a token to train."""
+    empty = sum(1 for t in trajectories if not any(t.loss_mask))
+    trajectories = [t for t in trajectories if any(t.loss_mask)]
+    if not trajectories:
+        raise DatasetError(f"none of the {empty} SFT demonstrations has a reply to learn (every "
+                         "reply has weight 0, or the episodes end before the first reply); "
+                         "with sft.train_random_actions=false lower sft.random_action_prob")
     batch = layout(trajectories, pad_token_id, bootstrap_truncated=False)
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=lr)
     steps_per_epoch = math.ceil(batch.size / batch_size)
@@ -245,7 +256,7 @@ def sft_steps(policy: nn.Module, trajectories: Sequence[Trajectory], *, pad_toke
             value = loss.item()
             yield {"sft/loss": value, "sft/grad_norm": grad_norm,
                    "sft/tokens": float(tokens), "sft/epoch": float(epoch),
-                   "sft/lr": scheduler.get_last_lr()[0]}
+                   "sft/lr": scheduler.get_last_lr()[0], "sft/empty_demos": float(empty)}
             recent.append(value)
             if stop_loss is not None and len(recent) == stop_window \
                     and sum(recent) / stop_window <= stop_loss:
