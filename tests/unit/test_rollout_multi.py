@@ -60,6 +60,8 @@ def test_self_play_gives_each_agent_its_own_ledger(engine, tokenizer):
         assert x.total_reward == -o.total_reward  # zero-sum, each agent's own return
         assert {x.info["outcome"], o.info["outcome"]} in ({"win", "loss"}, {"draw"})
         for trajectory in (x, o):
+            # the transcript ends as the game did, with what the agent was told last
+            assert trajectory.messages[-1]["content"] in ("You won.", "You lost.", "Draw.")
             replies = [m["content"] for m in trajectory.messages if m["role"] == "assistant"]
             assert sampled_turns(trajectory, tokenizer) == replies  # its own samples only
             assert len(trajectory.turn_rewards) == len(replies) > 0

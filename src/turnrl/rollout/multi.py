@@ -154,6 +154,8 @@ class MultiRunner:
                     seats[agent].state_keys.append(key)
                 _credit(seats, env.step(action), agent)
                 _record_reply(env, seats[agent], action)
+            for seat in seats.values():  # what each was told at the end ("You won."), untrained
+                _read_rest(env, seat)
         except Exception as failure:  # this episode ends, the others go on
             error = (f"{env.spec.id} (seed {seed}): {type(failure).__name__}: {failure}; "
                      f"replay with turnrl play {env.spec.id} --seed {seed}")
@@ -254,3 +256,15 @@ def _record_reply(env: MultiAgentEnv, seat: _Seat, action: str) -> None:
         raise RuntimeError(f"observe({seat.agent!r}) does not hold its reply where it was "
                            "given (a conversation only grows)")
     seat.seen += 1
+
+
+def _read_rest(env: MultiAgentEnv, seat: _Seat) -> None:
+    """Append what ``seat``'s agent was told after its last reply to its ledger (context,
+    never trained), so its transcript ends as the episode did."""
+    if seat.ledger is None or not seat.turn_rewards:
+        return
+    told = env.observe(seat.agent)[seat.seen:]
+    if told and not any(m["role"] == "assistant" for m in told):
+        seat.ledger.add_messages(told, turn=len(seat.turn_rewards) - 1,
+                                 add_generation_prompt=False)
+        seat.seen += len(told)
