@@ -86,8 +86,11 @@ def test_a_lost_record_is_rewritten_and_an_unfinished_run_resumes(sweep, capsys)
     assert rewritten["process_s"] is None and kept["process_s"] > 0  # not measured again
     assert {**rewritten, "process_s": kept["process_s"]} == kept
     log = (recipe.parent / "out" / "logs" / "preset=rloo-s1.log").read_text()
-    # resumed from its step-4 checkpoint: only the final evaluation was left to do
-    assert log.startswith("eval (after RL) 1/8") and "RL 1/4" not in log
+    # resumed from its step-4 checkpoint: only the final evaluation was left to do (after the
+    # run's header line, which names the checkpoint)
+    header, first = log.splitlines()[:2]
+    assert header.startswith("turnrl train: run ") and "resumed from step_4" in header
+    assert first.startswith("eval (after RL) 1/8") and "RL 1/4" not in log
     assert (out / "preset=rloo-s1" / "eval.json").is_file()
 
 

@@ -69,14 +69,19 @@ def config_epilog(schema: type[BaseModel] = Config) -> str:
 
 
 def model_target(model: str) -> Path | str:
-    """A run dir's newest checkpoint, else ``model`` as given (a model dir, hub id, tiny)."""
-    from turnrl.train.checkpoint import latest_checkpoint
+    """A run dir's newest checkpoint (named on stderr: a run still training may have newer
+    steps to come), else ``model`` as given (a model dir, hub id, tiny)."""
+    from turnrl.console import verbosity
+    from turnrl.train.checkpoint import checkpoint_step, latest_checkpoint
 
     target = Path(model)
     if (target / "checkpoints").is_dir():
         checkpoint = latest_checkpoint(target)
         if checkpoint is None:
             raise UsageError(f"run {model!r} has no complete checkpoint yet")
+        if verbosity() != "quiet":
+            print(f"using {checkpoint} (the run's newest checkpoint, RL step "
+                  f"{checkpoint_step(checkpoint)})", file=sys.stderr, flush=True)
         return checkpoint
     return model
 

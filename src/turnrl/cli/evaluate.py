@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 import yaml
@@ -48,9 +49,17 @@ def run(args: argparse.Namespace) -> int:
                     "max_position_embeddings", None)
     if isinstance(limit, int) and limit < cfg.rollout.max_context_tokens:  # a short model
         cfg = load_config(base, [*overrides, f"rollout.max_context_tokens={limit}"])
+    players = Path(args.model) / "players"  # a multi-agent run's frozen start, if it has one
+    if "frozen" in cfg.multi.eval_opponents and not (players / "start").is_dir():
+        kept = [o for o in cfg.multi.eval_opponents if o != "frozen"] or ["random"]
+        print(f"note: {args.model} has no frozen start (players/start): evaluating against "
+              f"{', '.join(kept)}", file=sys.stderr)
+        cfg = load_config(base, [*overrides, f"multi.eval_opponents=[{','.join(kept)}]"])
     checked = validate(cfg)
     check_inputs(cfg, resume=None)  # the model dir, before a run dir exists
     run = open_run(checked)
+    if run.players is not None:
+        run.players.adopt(players)
     summary = evaluate_run(run, 0, "held-out")
     run.close()
     print_results(None, summary, run_dir=run.run_dir, wall_time_s=None,

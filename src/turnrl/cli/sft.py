@@ -20,7 +20,7 @@ def add_parser(add: AddParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from turnrl.config import load_config
-    from turnrl.train.setup import run_sft
+    from turnrl.train.sft_stage import run_sft
 
     path, overrides = split_config_args(args.items)
     run, out, summary = run_sft(load_config(path, [*overrides, "sft.enabled=true"]))

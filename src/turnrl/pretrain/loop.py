@@ -189,6 +189,10 @@ def pretrain(cfg: PretrainConfig, run_dir: Path, *, resume: bool = False,
                            resume_at=_kept_lines(run_dir, step) if resume else None) \
         if rank == 0 else None
     progress = Progress(enabled=cfg.log.progress and rank == 0)
+    progress.note(f"turnrl pretrain: run {run_dir} (shape {cfg.model.hidden_size}x"
+                  f"{cfg.model.num_layers}, {cfg.optim.steps} steps of {cfg.optim.batch_size} rows"
+                  f" x {cfg.corpus.seq_len} tokens, seed {cfg.corpus.seed}"
+                  f"{f', resumed at step {step}' if step else ''})")
     start = time.perf_counter() - elapsed
     with progress.task("pretrain", cfg.optim.steps, completed=step) as advance:
         while step < cfg.optim.steps:

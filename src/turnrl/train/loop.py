@@ -43,6 +43,7 @@ from turnrl.train.setup import (
     shaping,
     warm_start,
 )
+from turnrl.train.sft_stage import run_header
 from turnrl.train.stages import advantage_inputs, kl_step, scoring_passes, train_batch
 
 __all__ = ["AlarmStop", "Interrupted", "RolloutError", "RunResult", "train"]
@@ -84,6 +85,7 @@ def train(cfg: Config, *, resume: Path | None = None,
     checked = validate(cfg)  # every check before any run dir exists
     conversations = check_inputs(cfg, resume=resume)
     run = open_run(checked, resume=resume, resume_from=resume_from)
+    run.progress.note(run_header(run))
     state, algo, t = LoopState(), run.algo, cfg.train
     out: scaleout.ScaleOut | None = None
     try:

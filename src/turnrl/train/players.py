@@ -67,6 +67,12 @@ class Players:
         self._save(START, policy)
         self.members = [START]
 
+    def adopt(self, root: Path) -> None:
+        """Play the frozen start of another run (``turnrl eval`` of a run dir): its
+        ``players/`` folder."""
+        self.root, self.members = root, [START]
+        self._engines.clear()
+
     def after_update(self, step: int, policy: torch.nn.Module) -> None:
         """After RL step ``step``: every ``pool_every`` steps the model joins the pool (the
         oldest member but the start leaves when it is full)."""
@@ -107,7 +113,7 @@ class Players:
     def rate(self, trajectories: Sequence[Trajectory], opponents: Sequence[str]) -> None:
         """Rate the games of ``trajectories`` (the model's agent-episodes) against
         ``opponents`` (the frozen player each one met): a win, loss or draw each."""
-        ranks = {"win": [0, 1], "loss": [1, 0], "draw": [0, 0]}
+        ranks = {"win": [0.0, 1.0], "loss": [1.0, 0.0], "draw": [0.0, 0.0]}
         for trajectory, opponent in zip(trajectories, opponents, strict=True):
             outcome = trajectory.info.get("outcome")
             if outcome not in ranks:

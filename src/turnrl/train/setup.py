@@ -34,7 +34,7 @@ from turnrl.algos import needs_critic
 from turnrl.algos.correction import AdaptiveKLController
 from turnrl.algos.presets import AlgoPreset
 from turnrl.config import Config, ConfigError, save_config
-from turnrl.config.checks import Validated, env_kwargs, validate
+from turnrl.config.checks import Validated, env_kwargs
 from turnrl.envs.latency import with_latency
 from turnrl.envs.protocol import Env
 from turnrl.eval.evaluate import evaluate
@@ -388,24 +388,6 @@ def warm_start(cfg: Config, model: Model, make_env: Callable[[], Env], progress:
         progress.note(f"SFT stopped after step {len(losses)} of {total}: the mean loss of the "
                       f"last {len(recent)} steps is {sum(recent) / len(recent):.4f} <= "
                       f"sft.stop_loss {c.stop_loss:g}")
-
-
-def run_sft(cfg: Config, *, out: Path | None = None) -> tuple[Run, Path, dict[str, float]]:
-    """The SFT stage alone (``turnrl sft``): validate, open a run, warm start, save the
-    model to ``out`` (default ``<run dir>/sft_model``) and evaluate it. Returns the run, the
-    model dir and the evaluation."""
-    checked = validate(cfg)
-    conversations = check_inputs(cfg, resume=None)
-    run = open_run(checked)
-    warm_start(cfg, run.model, run.make_env, run.progress,
-               lambda i, m: run.logger.log(i, m, phase="sft"), conversations)
-    out = out or run.run_dir / "sft_model"
-    with run_write("the SFT model", out):
-        run.model.policy.save_pretrained(str(out))
-        run.model.tokenizer.save_pretrained(str(out))
-    summary = evaluate_run(run, 0, "after SFT")
-    run.close()
-    return run, out, summary
 
 
 def frozen_reference(run: Run) -> torch.nn.Module | None:
