@@ -45,13 +45,19 @@ from turnrl.models.base import BUILTIN, shipped_base_digest
 __all__ = ["Cell", "PlannedRun", "Recipe", "RecipeError", "load_recipe", "plan_runs"]
 
 # the config sections SFT and the evaluation before RL read (with run.seed)
-SFT_SECTIONS = ("model", "env", "agent", "sft", "rollout", "eval", "reward")
+SFT_SECTIONS = ("model", "env", "agent", "sft", "rollout", "eval", "reward", "multi")
 RL_ONLY_ROLLOUT = ("temperature", "max_turns")
 # Config fields added after the first sweep records were committed, with their defaults.
 # The keys leave a field out while it is at its default, so a new field does not change
 # the key of any config that does not use it: records and SFT starts made before it keep
 # their keys. A field added to the schema joins this table (tests pin the keys).
-LATER_FIELDS: dict[str, Any] = {"sft.stop_loss": None}
+LATER_FIELDS: dict[str, Any] = {
+    "sft.stop_loss": None,
+    # the multi section (multi-agent envs); a section left empty is left out too
+    "multi.agents": {}, "multi.role_groups": True, "multi.step_keys": "auto",
+    "multi.eval_opponents": ["random", "oracle", "self"], "multi.pool_every": 5,
+    "multi.pool_size": 4,
+}
 
 
 class RecipeError(ValueError):
@@ -263,6 +269,8 @@ def _without_later_defaults(resolved: dict[str, Any]) -> dict[str, Any]:
         else:
             if name in node and node[name] == default:
                 del node[name]
+                if not node and len(parents) == 1:  # the whole section was later
+                    del out[parents[0]]
     return out
 
 
@@ -283,7 +291,7 @@ def sft_key(resolved: dict[str, Any]) -> str | None:
     if not resolved["sft"]["enabled"]:
         return None
     resolved = _keyed_model(_without_later_defaults(resolved))
-    part = {section: resolved[section] for section in SFT_SECTIONS}
+    part = {section: resolved[section] for section in SFT_SECTIONS if section in resolved}
     # read by RL's sampling only (the evaluation has its own temperature and turn cap)
     part["rollout"] = {k: v for k, v in part["rollout"].items() if k not in RL_ONLY_ROLLOUT}
     part["seed"] = resolved["run"]["seed"]
