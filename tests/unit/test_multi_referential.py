@@ -83,7 +83,7 @@ def test_prompts_stay_short_and_the_listener_sees_its_own_order() -> None:
         for agent in ("speaker", "listener"):
             assert all(len(m["content"]) < 400 for m in env.observe(agent))
         prompt = env.observe("listener")[-1]["content"]
-        assert "6. " in prompt and info["target"] in prompt
+        assert prompt.count("\n- ") == 6 and f"- {info['target']}\n" in prompt
     assert any(env.reset(seed=s)["candidates"] != [" ".join(o) for o in env._shown]
                for s in range(10))
 
@@ -150,7 +150,8 @@ def test_listener_number_may_carry_whitespace_and_punctuation(decorate: str) -> 
     env.step(env.oracle_action() or "")
     right = env.oracle_action()
     assert right is not None
-    result = env.step(decorate.format(right))
+    number = [" ".join(o) for o in env._shown].index(right) + 1  # its place in the list
+    result = env.step(decorate.format(number))
     assert result.infos["listener"] == {"outcome": "success", "invalid_action": False}
     assert result.rewards == {"speaker": 1.0, "listener": 1.0}
     assert all(result.terminations.values()) and not any(result.truncations.values())
@@ -161,7 +162,7 @@ def test_wrong_pick_is_a_failure_for_both() -> None:
     env = ReferentialGame(num_candidates=3)
     env.reset(seed=5)
     env.step(env.oracle_action() or "")
-    right = int(env.oracle_action() or "0")
+    right = [" ".join(o) for o in env._shown].index(env.oracle_action() or "") + 1
     result = env.step(str(right % 3 + 1))
     assert result.infos["listener"]["invalid_action"] is False
     assert result.infos["speaker"]["outcome"] == result.infos["listener"]["outcome"] == "failure"
@@ -175,7 +176,7 @@ def test_oracle_listener_falls_back_to_a_seeded_pick_when_nothing_matches() -> N
         env = ReferentialGame(num_candidates=6)
         env.reset(seed=seed)
         env.step("purple hexagon")  # no attribute word: every candidate matches, the first
-        assert env.oracle_action() == "1"
+        assert env.oracle_action() == " ".join(env._shown[0])
         env.reset(seed=seed)
         env.step("small big")  # no candidate is both: the episode's seeded pick
         pick = env.oracle_action()
@@ -216,3 +217,17 @@ def test_step_after_the_end_raises() -> None:
 def test_kwargs_validation_names_the_kwarg(kwargs: dict, name: str) -> None:
     with pytest.raises(ValueError, match=rf"{name} must be an int (in \[|>=)"):
         ReferentialGame(**kwargs)
+
+
+@pytest.mark.parametrize("written", ["{}", "  {}. ", "{upper}"])
+def test_the_listener_may_write_the_object_as_listed(written: str) -> None:
+    """The listener's natural reply names the object (the base's `choose` skill)."""
+    env = ReferentialGame(num_candidates=4)
+    env.reset(seed=2)
+    env.step(env.oracle_action() or "")
+    right = env.oracle_action() or ""
+    result = env.step(written.format(right, upper=right.upper()))
+    assert result.infos["listener"] == {"outcome": "success", "invalid_action": False}
+    env.reset(seed=2)
+    env.step(env.oracle_action() or "")
+    assert env.step("purple hexagon").infos["listener"]["invalid_action"] is True

@@ -5,9 +5,10 @@ Each episode draws ``num_candidates`` distinct objects (a size ``small big``, a 
 blue green yellow`` and a shape ``circle square triangle star``; 32 objects in all) and a
 target among them. The speaker sees the candidates and which is the target, and describes the
 target in at most ``max_words`` words; the listener sees the description and the candidates,
-numbered in an order shuffled independently of the speaker's (so a position is useless), and
-replies with the number of the one meant. Two steps, the speaker first, then the episode ends
-for both (terminated).
+listed in an order shuffled independently of the speaker's (so a position is useless), and
+writes the one meant as it is listed (``big red star``; its number in the list is accepted
+too). Two steps, the speaker first, then the episode ends for both (terminated). Writing a
+listed item that a word singles out is the ``choose`` skill of the built-in base's corpus.
 
 Kwargs: ``num_candidates`` (2 to 6, default 3), ``max_words`` (3 to 10, default 4: three
 words single out any target) and ``max_turns`` (at least 2, default 2).
@@ -19,14 +20,15 @@ otherwise (both at the listener's step; the speaker's step earns 0.0). At the en
 Invalid replies never raise. A speaker reply that is empty, longer than ``max_words`` words
 or holds a digit is invalid (``infos["speaker"]["invalid_action"]``); the speaker is told so
 and the listener still gets it, digits removed, then cut to ``max_words`` words (and
-:data:`MAX_DESCRIPTION_CHARS` characters). A listener reply that is not a number ``1..n``
-(whitespace and punctuation around it are allowed: ``" 2."``) is invalid and a failure.
+:data:`MAX_DESCRIPTION_CHARS` characters). A listener reply that is neither a listed candidate
+(case and spacing aside) nor a number ``1..n`` (whitespace and punctuation around it are
+allowed: ``" 2."``) is invalid and a failure.
 
 The oracle speaker names the fewest attributes of the target that no other candidate shares
 (the first such set in the order size, colour, shape; words always in that order:
-``"big star"``). The oracle listener picks the first candidate that has every attribute word
+``"big star"``). The oracle listener writes the first candidate that has every attribute word
 of the description, and when none has, a candidate drawn from the episode's rng at reset.
-``sample_action(rng)`` is 1 to ``max_words`` random attribute words, or a random number.
+``sample_action(rng)`` is 1 to ``max_words`` random attribute words, or a random candidate.
 
 ::
 
@@ -35,9 +37,12 @@ of the description, and when none has, a candidate drawn from the episode's rng 
                         red star. Describe the target in at most 4 words ...
     speaker  assistant: big red
     listener system:    Referential game. You are the listener: ...
-    listener user:      The speaker says: "big red". Objects: 1. big blue circle 2. big red
-                        star 3. small red star. Reply with the number of the one meant.
-    listener assistant: 2                         reward 1.0 to both, terminated
+    listener user:      The speaker says: "big red". Objects:
+                        - big blue circle
+                        - big red star
+                        - small red star
+                        Write the one meant, as listed.
+    listener assistant: big red star              reward 1.0 to both, terminated
 """
 
 from __future__ import annotations
@@ -153,21 +158,21 @@ class ReferentialGame:
     # -- optional capabilities ----------------------------------------------------------------
 
     def oracle_action(self) -> str | None:
-        """The shortest distinguishing description (speaker) or the matching candidate's
-        number (listener); ``None`` once the episode is over."""
+        """The shortest distinguishing description (speaker) or the matching candidate as
+        listed (listener); ``None`` once the episode is over."""
         if not self.table.live:
             return None
         if self.table.current == "speaker":
             return _shortest_description(self._target, self._objects)
         words = [w for w in re.findall(r"[a-z]+", self._description.lower()) if w in WORDS]
         matches = [i for i, o in enumerate(self._shown) if all(w in o for w in words)]
-        return str((matches[0] if matches else self._fallback) + 1)
+        return _name(self._shown[matches[0] if matches else self._fallback])
 
     def sample_action(self, rng: random.Random) -> str:
-        """A random valid reply: 1 to ``max_words`` attribute words, or a number ``1..n``."""
+        """A random valid reply: 1 to ``max_words`` attribute words, or a listed candidate."""
         if self.table.current == "speaker":
             return " ".join(rng.choices(WORDS, k=rng.randint(1, self.max_words)))
-        return str(rng.randint(1, self.num_candidates))
+        return _name(rng.choice(self._shown))
 
     # -- the two turns ------------------------------------------------------------------------
 
@@ -179,21 +184,25 @@ class ReferentialGame:
         if invalid:
             self.table.tell("speaker", f"Invalid: use 1 to {self.max_words} words and no "
                             f"digits. The listener is told \"{self._description}\".")
-        numbered = " ".join(f"{i}. {_name(o)}" for i, o in enumerate(self._shown, start=1))
-        self.table.tell("listener", f"The speaker says: \"{self._description}\". Objects: "
-                        f"{numbered}. Reply with the number of the one meant.")
+        listed = "\n".join(f"- {_name(o)}" for o in self._shown)
+        self.table.tell("listener", f"The speaker says: \"{self._description}\". Objects:\n"
+                        f"{listed}\nWrite the one meant, as listed.")
         self.table.pass_turn("listener")
         return self.table.result(infos={"speaker": {"invalid_action": invalid}})
 
     def _pick(self, action: str) -> MultiStepResult:
         match = LISTENER_REPLY.fullmatch(action)
         number = int(match[1]) if match else 0
+        written = " ".join(action.lower().split()).strip(" .")
+        names = [_name(o) for o in self._shown]
+        if written in names:
+            number = names.index(written) + 1
         invalid = not 1 <= number <= self.num_candidates
         success = not invalid and self._shown[number - 1] == self._target
         target = _name(self._target)
         if invalid:
-            verdict = f"Invalid: reply with a number 1 to {self.num_candidates}. Failure: " \
-                      f"the target was {target}."
+            verdict = f"Invalid: write one of the listed objects. Failure: the target was " \
+                      f"{target}."
         elif success:
             verdict = f"Success: the listener picked {target}."
         else:
