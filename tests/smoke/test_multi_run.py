@@ -30,6 +30,14 @@ def test_self_play_trains_both_roles_and_evaluates_against_each_opponent(tmp_pat
         rates = [result.after[f"vs_{opponent}/{k}"] for k in ("win", "draw", "loss")]
         assert sum(rates) == pytest.approx(1.0)  # every tic-tac-toe game has an outcome
     assert result.after["vs_oracle/win"] == 0.0  # minimax never loses
+    rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text()
+            .splitlines()]
+    step = next(r for r in rows if r["phase"] == "train")
+    for agent in ("x", "o"):  # per role
+        assert 0.0 <= step[f"rollout/role/{agent}/success"] <= 1.0
+    # zero-sum self-play: x's mean return is minus o's when both replied in every game
+    assert step["rollout/role/x/reward"] == pytest.approx(
+        -step["rollout/role/o/reward"], abs=0.51)
     kept = samples(result.run_dir, 1)
     assert {row["agent"] for row in kept} == {"x", "o"}
     for row in kept:  # role-conditioned groups: x on even ids, o on odd ones

@@ -54,7 +54,24 @@ def rollout_metrics(trajectories: Sequence[Trajectory],
         **({"rollout/context_overflow_rate": overflow} if overflow else {}),
         "rollout/episodes": float(len(trajectories)),
         **segments_per_episode(trajectories),
+        **role_metrics(trajectories, returns),
     }
+
+
+def role_metrics(trajectories: Sequence[Trajectory], returns: Sequence[float]
+                 ) -> dict[str, float]:
+    """A multi-agent run's ``rollout/role/<agent>/reward`` and ``.../success``: the mean
+    return and success of the episodes each agent played; empty for an env of one agent."""
+    by_agent: dict[str, list[tuple[float, bool]]] = {}
+    for trajectory, value in zip(trajectories, returns, strict=True):
+        if trajectory.agent is not None:
+            by_agent.setdefault(trajectory.agent, []).append((float(value),
+                                                              trajectory.success))
+    out: dict[str, float] = {}
+    for agent, rows in sorted(by_agent.items()):
+        out[f"rollout/role/{agent}/reward"] = float(np.mean([r for r, _ in rows]))
+        out[f"rollout/role/{agent}/success"] = float(np.mean([s for _, s in rows]))
+    return out
 
 
 def segments_per_episode(trajectories: Sequence[Trajectory]) -> dict[str, float]:
