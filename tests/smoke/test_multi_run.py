@@ -30,6 +30,9 @@ def test_self_play_trains_both_roles_and_evaluates_against_each_opponent(tmp_pat
         rates = [result.after[f"vs_{opponent}/{k}"] for k in ("win", "draw", "loss")]
         assert sum(rates) == pytest.approx(1.0)  # every tic-tac-toe game has an outcome
     assert result.after["vs_oracle/win"] == 0.0  # minimax never loses
+    # the headline is the first opponent's, over every seating (x and o)
+    assert result.after["success"] == pytest.approx(result.after["vs_random/success"])
+    assert result.after["episodes"] == 2 * 4
     rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text()
             .splitlines()]
     step = next(r for r in rows if r["phase"] == "train")

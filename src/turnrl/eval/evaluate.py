@@ -40,10 +40,17 @@ def evaluate(runner: EpisodeRunner, make_env: Callable[[], Env], seeds: Sequence
     has tools) also :func:`tool_use`'s keys.
     """
     trajectories = runner.collect(make_env, seeds, samples_per_task, on_done=on_done)
+    return summarize(trajectories, pass_k=pass_k, tools=tools), trajectories
+
+
+def summarize(trajectories: Sequence[Trajectory], *, pass_k: Sequence[int] = (1,),
+              tools: bool = False) -> dict[str, float]:
+    """:func:`evaluate`'s summary of ``trajectories`` (also of several runners' episodes
+    together: a multi-agent evaluation's seatings)."""
     records = [  # an agent run of several segments counts once (its first segment)
         {"task": t.seed, "success": t.success,
          "reward": t.total_reward, "turns": t.num_turns, "tokens": t.num_sampled_tokens}
         for t in trajectories if not t.info.get("segment")
     ]
     summary = summarize_episodes(records, pass_k=list(pass_k))
-    return {**summary, **(tool_use(trajectories) if tools else {})}, trajectories
+    return {**summary, **(tool_use(trajectories) if tools else {})}

@@ -21,7 +21,7 @@ from turnrl import envs
 from turnrl.config import Config
 from turnrl.envs.multi.protocol import MultiAgentEnv
 from turnrl.envs.protocol import HasActionSampler, HasOracle
-from turnrl.eval.evaluate import evaluate
+from turnrl.eval.evaluate import evaluate, summarize
 from turnrl.models.policy import resolve_dtype
 from turnrl.rollout.engine import Engine, SamplingParams
 from turnrl.rollout.multi import WINNING, MultiRunner
@@ -195,12 +195,12 @@ def evaluate_multi(cfg: Config, engine: Engine, tokenizer: Any, params: Sampling
         for seat_map in opponent_seats(opponent, agents, trained):
             runner = multi_runner(cfg, engine, tokenizer, params, seat_map, role_groups=False,
                                   players=players)
-            result, trajectories = evaluate(runner, make_env, seeds,
-                                            samples_per_task=e.samples_per_task,
-                                            pass_k=e.pass_k, on_done=on_done)
-            if index == 0 and not summary:
-                summary.update(result)
+            _, trajectories = evaluate(runner, make_env, seeds,
+                                       samples_per_task=e.samples_per_task, pass_k=e.pass_k,
+                                       on_done=on_done)
             played += trajectories
+        if index == 0:  # the headline: every seating against the first opponent
+            summary.update(summarize(played, pass_k=e.pass_k))
         summary.update({f"vs_{opponent}/{k}": v for k, v in outcome_rates(played).items()})
         episodes += played
     return summary, episodes
