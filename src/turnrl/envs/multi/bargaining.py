@@ -53,7 +53,7 @@ from functools import lru_cache
 from typing import Any
 
 from turnrl.envs.multi.protocol import MultiStepResult
-from turnrl.envs.multi.turns import TurnTable
+from turnrl.envs.multi.turns import TurnTable, TurnTableEnv
 from turnrl.envs.protocol import EnvSpec
 from turnrl.types import Message
 
@@ -115,7 +115,7 @@ def describe(items: Items) -> str:
     return " ".join(str(n) for n in items)
 
 
-class Bargaining:
+class Bargaining(TurnTableEnv):
     """Alice and Bob split a pool of books, hats and balls by proposals (module docstring)."""
 
     def __init__(self, *, max_turns: int = 6) -> None:
@@ -135,14 +135,6 @@ class Bargaining:
 
     # -- the multi-agent protocol -----------------------------------------------------------
 
-    @property
-    def agents(self) -> list[str]:
-        return list(self.table.live)
-
-    @property
-    def agent_selection(self) -> str:
-        return self.table.current
-
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> dict[str, Any]:
         """New game; returns ``{"seed", "pool": {"books": n, ...}, "first"}`` (no values)."""
@@ -156,9 +148,6 @@ class Bargaining:
         self.table.start({agent: self._opening(agent, first) for agent in AGENTS}, first=first)
         pool = {f"{item}s": n for item, n in zip(ITEMS, self.pool, strict=True)}
         return {"seed": seed, "pool": pool, "first": first}
-
-    def observe(self, agent: str) -> list[Message]:
-        return self.table.observe(agent)
 
     def step(self, action: str) -> MultiStepResult:
         if not self.table.live:
@@ -195,9 +184,6 @@ class Bargaining:
         self.table.pass_turn(other)
         return self.table.result(infos={a: {"invalid_action": invalid.get(a, False)}
                                         for a in AGENTS})
-
-    def close(self) -> None:
-        pass
 
     # -- capabilities -----------------------------------------------------------------------
 

@@ -54,7 +54,7 @@ from dataclasses import replace
 from typing import Any
 
 from turnrl.envs.multi.protocol import MultiStepResult
-from turnrl.envs.multi.turns import TurnTable
+from turnrl.envs.multi.turns import TurnTable, TurnTableEnv
 from turnrl.envs.protocol import EnvSpec
 from turnrl.types import Message
 
@@ -89,7 +89,7 @@ LISTENER_ROLE = "Referential game. You are the listener: the speaker will descri
                 "for you to pick."
 
 
-class ReferentialGame:
+class ReferentialGame(TurnTableEnv):
     """A speaker describes a target object in a few words; a listener picks it among the
     candidates (see the module docstring)."""
 
@@ -110,14 +110,6 @@ class ReferentialGame:
         self._fallback = 0  # the oracle listener's pick (0-based) when nothing matches
 
     # -- the multi-agent contract -------------------------------------------------------------
-
-    @property
-    def agents(self) -> list[str]:
-        return list(self.table.live)
-
-    @property
-    def agent_selection(self) -> str:
-        return self.table.current
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -142,18 +134,12 @@ class ReferentialGame:
         return {"seed": seed, "target": _name(self._target),
                 "candidates": [_name(o) for o in self._objects]}
 
-    def observe(self, agent: str) -> list[Message]:
-        return self.table.observe(agent)
-
     def step(self, action: str) -> MultiStepResult:
         if not self.table.live:
             raise RuntimeError("referential: the episode is over; call reset() first")
         agent = self.table.current
         self.table.reply(agent, action)
         return self._speak(action) if agent == "speaker" else self._pick(action)
-
-    def close(self) -> None:
-        pass
 
     # -- optional capabilities ----------------------------------------------------------------
 

@@ -39,7 +39,7 @@ from dataclasses import replace
 from typing import Any
 
 from turnrl.envs.multi.protocol import MultiStepResult
-from turnrl.envs.multi.turns import TurnTable
+from turnrl.envs.multi.turns import TurnTable, TurnTableEnv
 from turnrl.envs.protocol import EnvSpec
 from turnrl.types import Message
 
@@ -88,7 +88,7 @@ def render(board: str) -> str:
     return "\n".join("|".join(cells[row * 3:row * 3 + 3]) for row in range(3))
 
 
-class TicTacToe:
+class TicTacToe(TurnTableEnv):
     """Tic-tac-toe for the agents ``x`` and ``o`` (see the module docstring)."""
 
     spec: EnvSpec
@@ -108,14 +108,6 @@ class TicTacToe:
         self.steps = 0
 
     # ------------------------------------------------------------------ the contract
-    @property
-    def agents(self) -> list[str]:
-        return list(self.table.live)
-
-    @property
-    def agent_selection(self) -> str:
-        return self.table.current
-
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> dict[str, Any]:
         self.seed = seed
@@ -131,9 +123,6 @@ class TicTacToe:
                    " X moves first."}]}
         self.table.start(opening, first="x")
         return {"seed": seed}
-
-    def observe(self, agent: str) -> list[Message]:
-        return self.table.observe(agent)
 
     def step(self, action: str) -> MultiStepResult:
         agent = self.table.current
@@ -160,9 +149,6 @@ class TicTacToe:
         infos = {agent: {"invalid_action": False, "square": square + 1}}
         return self.table.result(infos=infos) if self.steps < self.spec.max_turns else \
             self._out_of_turns(infos)
-
-    def close(self) -> None:
-        pass
 
     # ------------------------------------------------------------------ capabilities
     def oracle_action(self) -> str | None:

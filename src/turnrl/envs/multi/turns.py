@@ -83,3 +83,28 @@ class TurnTable:
 
 def _copy(message: Message) -> Message:
     return {"role": message["role"], "content": message["content"]}
+
+
+class TurnTableEnv:
+    """The contract's members that only read the :class:`TurnTable` (``self.table``):
+    ``agents``, ``agent_selection``, ``observe`` and a ``close`` with nothing to release. The
+    built-in multi-agent envs derive from it and write ``reset`` and ``step``."""
+
+    table: TurnTable
+
+    @property
+    def agents(self) -> list[str]:
+        """The agents still in the episode, in seat order."""
+        return list(self.table.live)
+
+    @property
+    def agent_selection(self) -> str:
+        """The agent whose reply the next ``step`` takes."""
+        return self.table.current
+
+    def observe(self, agent: str) -> list[Message]:
+        """``agent``'s conversation so far."""
+        return self.table.observe(agent)
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -50,15 +50,14 @@ from turnrl.envs.multi.pettingzoo.ids import (
     turnrl_env_id,
 )
 from turnrl.envs.multi.protocol import MultiStepResult
-from turnrl.envs.multi.turns import TurnTable
+from turnrl.envs.multi.turns import TurnTable, TurnTableEnv
 from turnrl.envs.protocol import EnvSpec
-from turnrl.types import Message
 
 ADAPTER_OPTIONS = ("max_invalid",)
 _NUMBER = re.compile(r"\s*([+-]?\d+)\s*\.?\s*")
 
 
-class PettingZooEnv:
+class PettingZooEnv(TurnTableEnv):
     """A PettingZoo classic game of two players as a turnrl ``MultiAgentEnv`` (see the module
     docstring). ``game`` is PettingZoo's module name (``"tictactoe_v3"``) or a ``pz:`` id."""
 
@@ -91,14 +90,6 @@ class PettingZooEnv:
 
     # -- the MultiAgentEnv contract -----------------------------------------------------------
 
-    @property
-    def agents(self) -> list[str]:
-        return list(self.table.live)
-
-    @property
-    def agent_selection(self) -> str:
-        return self.table.current
-
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> dict[str, Any]:
         """New game: ``seed`` and ``options`` go to PettingZoo's ``reset``."""
@@ -111,9 +102,6 @@ class PettingZooEnv:
         self._invalid = dict.fromkeys(self.spec.agents, 0)
         self._returns = dict.fromkeys(self.spec.agents, 0.0)
         return {"game": self.game, "marks": dict(self.marks), "first": first}
-
-    def observe(self, agent: str) -> list[Message]:
-        return self.table.observe(agent)
 
     def step(self, action: str) -> MultiStepResult:
         if not self.table.live:
