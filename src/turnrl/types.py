@@ -76,6 +76,7 @@ class Trajectory:
     privileged_info: str | None = None  # the env's hidden facts (a privileged critic's input)
     worker: str | None = None  # the rollout worker that played it (Ray)
     agent: str | None = None  # the agent it played, in a multi-agent env (turnrl.envs.multi)
+    policy: str | None = None  # the trained policy that sampled it (multi.policies; None: main)
     info: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -20,7 +20,7 @@ from turnrl.cli import main
 from turnrl.config import load_config
 from turnrl.config.checks import validate
 from turnrl.models.policy import load_tokenizer
-from turnrl.train import loop
+from turnrl.train import loop, stages
 from turnrl.train.loop import train
 from turnrl.train.setup import Model, build_learner, open_run
 
@@ -307,9 +307,13 @@ def test_loop_module_reads_top_to_bottom() -> None:
 
     source = inspect.getsource(loop.train)
     body = source[source.index("for step in state.steps("):]
-    order = ["collector.collect(", "layout(", "scoring_passes(", "kl_step(", "score(",
-             "ADVANTAGES[", "train_batch(", "learner.update(", "push_weights()", "end_step("]
+    order = ["collector.collect(", "prepare(", "learner.update(", "push_weights()",
+             "end_step("]
     positions = [body.rindex(token) for token in order]  # (a failed batch ends early)
+    assert positions == sorted(positions)
+    prepare = inspect.getsource(stages.prepare)  # the stages between the ledger and update
+    order = ["layout(", "scoring_passes(", "kl_step(", "score(", "ADVANTAGES[", "train_batch("]
+    positions = [prepare.rindex(token) for token in order]
     assert positions == sorted(positions)
     assert len(inspect.getsource(loop).splitlines()) <= 250
 
@@ -355,14 +359,14 @@ def test_dynamic_sampling_keeps_only_groups_with_reward_spread(tmp_path: Path) -
 def test_mask_truncated_zeroes_the_loss_of_truncated_episodes(tmp_path: Path,
                                                               monkeypatch) -> None:
     seen = []
-    train_batch = loop.train_batch
+    train_batch = stages.train_batch
 
     def recording(scored, *args):
         batch, metrics = train_batch(scored, *args)
         seen.append((batch.loss_mask.clone(), scored.tokens.terminated.clone()))
         return batch, metrics
 
-    monkeypatch.setattr(loop, "train_batch", recording)
+    monkeypatch.setattr(stages, "train_batch", recording)
     result = train(load_config(None, [
         *SMALL_RUN, "train.steps=1", "env.id=frozenlake-v0", "env.kwargs={max_size: 4}",
         "rollout.max_new_tokens=6", "sft.episodes=8", "sft.epochs=1", "eval.episodes=4",
@@ -442,13 +446,13 @@ FROZENLAKE_SMALL = ["env.id=frozenlake-v0", "env.kwargs={max_size: 4, max_turns:
 def test_privileged_critic_trains_on_the_env_facts_the_policy_never_sees(
         tmp_path: Path, monkeypatch) -> None:
     seen: list[torch.Tensor | None] = []
-    scoring_passes = loop.scoring_passes
+    scoring_passes = stages.scoring_passes
 
     def recording(learner, tokens, algo, **kwargs):
         seen.append(tokens.critic_prefix_ids)
         return scoring_passes(learner, tokens, algo, **kwargs)
 
-    monkeypatch.setattr(loop, "scoring_passes", recording)
+    monkeypatch.setattr(stages, "scoring_passes", recording)
     result = train(load_config(None, [*SMALL_RUN, *FROZENLAKE_SMALL, f"run.out_dir={tmp_path}",
                                       "algo.preset=turn_ppo", "critic.privileged=true",
                                       "train.steps=2", "train.save_samples=8"]))

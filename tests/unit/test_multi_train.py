@@ -24,10 +24,28 @@ def check(*overrides: str) -> None:
     ("multi.agents={o: minimax}", r"'minimax' is not a player; choose one of main, oracle"),
     ("multi.agents={x: oracle, o: random}", r"no agent of tictactoe-v0 is played by main"),
     ("rollout.max_turns=3", r"rollout.max_turns: multi-agent envs .* a cap on turns"),
+    ("multi.agents={o: second}", r"'second' is not a player; .* \(a separate policy is "
+                                 r"named in multi.policies first\)"),
+    ("multi.policies=[second]", r"multi.policies: no agent of multi.agents is played by "
+                                r"\['second'\].*e.g. multi.agents.o=second"),
+    ("multi.policies=[oracle]", r"'oracle' cannot name a policy"),
+    ("multi.policies=[a, a]", r"names a policy twice"),
 ])
 def test_multi_settings_are_checked_against_the_env(override, message):
     with pytest.raises(ConfigError, match=message):
         check(override)
+
+
+def test_separate_policies_refuse_what_they_do_not_run_with_yet():
+    with pytest.raises(ConfigError, match=r"alarms.on_alarm: separate policies "
+                       r"\(multi.policies\) do not run with rollbacks yet"):
+        check("multi.policies=[second]", "multi.agents={o: second}", "alarms.on_alarm=rollback")
+    check("multi.policies=[second]", "multi.agents={o: second}")  # and a good one passes
+
+
+def test_separate_policies_on_an_env_of_one_agent_is_an_error():
+    with pytest.raises(ConfigError, match="'guess-v0' is an env of one agent, played by main"):
+        validate(load_config(None, ["env.id=guess-v0", "multi.policies=[a]"]))
 
 
 def test_multi_agents_on_an_env_of_one_agent_is_an_error():
@@ -55,10 +73,22 @@ def test_demonstrations_are_the_conversations_of_the_roles_main_plays():
 
 
 def test_evaluation_seats_main_in_every_trained_seat():
-    assert multi.opponent_seats("self", ["x", "o"], ["x", "o"]) == [{"x": "main", "o": "main"}]
-    assert multi.opponent_seats("oracle", ["x", "o"], ["x", "o"]) == [
+    both = {"x": "main", "o": "main"}
+    assert multi.opponent_seats("self", ["x", "o"], both) == [{"x": "main", "o": "main"}]
+    assert multi.opponent_seats("oracle", ["x", "o"], both) == [
         {"x": "main", "o": "oracle"}, {"x": "oracle", "o": "main"}]
-    assert multi.opponent_seats("random", ["x", "o"], ["o"]) == [{"x": "random", "o": "main"}]
+    assert multi.opponent_seats("random", ["x", "o"], {"o": "main"}) == [
+        {"x": "random", "o": "main"}]
+
+
+def test_evaluation_seats_each_separate_policy_in_its_own_seat():
+    own = {"x": "main", "o": "second"}
+    assert multi.opponent_seats("self", ["x", "o"], own) == [own]
+    assert multi.opponent_seats("random", ["x", "o"], own) == [
+        {"x": "main", "o": "random"}, {"x": "random", "o": "second"}]
+    cfg = load_config(None, ["env.id=tictactoe-v0", "multi.policies=[second]",
+                             "multi.agents={o: second}"])
+    assert multi.trained_seats(cfg, ["x", "o"]) == own
 
 
 def test_outcome_rates():

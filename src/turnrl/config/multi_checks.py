@@ -28,9 +28,15 @@ def check_multi(cfg: Config, env: Any) -> None:
         if m.agents:
             raise fail("multi.agents", f"{cfg.env.id!r} is an env of one agent; multi.agents "
                        "maps the agents of a multi-agent env (tictactoe-v0, ...): remove it")
+        if m.policies and cfg.agent.entry_point is None:
+            raise fail("multi.policies", f"{cfg.env.id!r} is an env of one agent, played by "
+                       "main; separate policies play the agents of a multi-agent env or answer "
+                       "an agent program's calls by model name: remove it")
         return
     can = {"main": True, "oracle": env.spec.has_oracle,
-           "random": isinstance(env, envs.HasActionSampler), "frozen": True, "pool": True}
+           "random": isinstance(env, envs.HasActionSampler), "frozen": True, "pool": True,
+           **dict.fromkeys(m.policies, True)}
+    _check_policies(cfg, agents, fail)
     _check_players(cfg, agents, can, fail)
     if m.step_keys == "state" and not env.spec.has_state_key:
         raise fail("multi.step_keys", f"{cfg.env.id} declares no state keys; use turn (the "
@@ -61,15 +67,40 @@ def check_multi(cfg: Config, env: Any) -> None:
 
 
 
+def _check_policies(cfg: Config, agents: list[str],
+                    fail: Callable[[str, str], ConfigError]) -> None:
+    """``multi.policies``: names that are not players already, each played by an agent, and
+    the features separate policies do not run with yet."""
+    names = cfg.multi.policies
+    for name in names:
+        if name in PLAYERS or not name.isidentifier():
+            raise fail("multi.policies", f"{name!r} cannot name a policy: use a word of letters, "
+                       f"digits and _ other than {', '.join(PLAYERS)}")
+    if len(set(names)) < len(names):
+        raise fail("multi.policies", f"{names} names a policy twice; list each once")
+    unplayed = [p for p in names if p not in cfg.multi.agents.values()]
+    if unplayed:
+        raise fail("multi.policies", f"no agent of multi.agents is played by {unplayed}, so "
+                   f"they would never be trained; give each an agent of {cfg.env.id} (its "
+                   f"agents are {', '.join(agents)}), e.g. multi.agents.{agents[-1]}="
+                   f"{unplayed[0]}, or remove them")
+    for key, on, what in (("rollout.engine", cfg.rollout.engine != "hf", "engines but hf"),
+                          ("alarms.on_alarm", cfg.alarms.on_alarm == "rollback", "rollbacks")):
+        if names and on:
+            raise fail(key, f"separate policies (multi.policies) do not run with {what} yet: "
+                       "leave it at its default")
+
+
 def _check_players(cfg: Config, agents: list[str], can: dict[str, bool],
                    fail: Callable[[str, str], ConfigError]) -> None:
     for agent, player in cfg.multi.agents.items():
         if agent not in agents:
             raise fail(f"multi.agents.{agent}", f"{cfg.env.id} has no agent {agent!r}; its "
                        f"agents are {', '.join(agents)}")
-        if player not in PLAYERS:
+        if player not in PLAYERS and player not in cfg.multi.policies:
             raise fail(f"multi.agents.{agent}", f"{player!r} is not a player; choose one of "
-                       f"{', '.join(PLAYERS)}")
+                       f"{', '.join([*PLAYERS, *cfg.multi.policies])} (a separate policy is "
+                       "named in multi.policies first)")
         if not can[player]:
             raise fail(f"multi.agents.{agent}", f"{cfg.env.id} has no {player} player (no "
                        f"{'oracle_action' if player == 'oracle' else 'sample_action'})")

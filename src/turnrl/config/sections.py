@@ -240,6 +240,13 @@ class MultiConfig(Section):
         "began) or pool (a past version of main, one per task: fictitious self-play). "
         "Unlisted agents are main; e.g. {o: oracle} trains x against the oracle."
     )
+    policies: list[str] = Field(
+        default_factory=list, description="Separate trained policies besides main, by name; "
+        "an agent of multi.agents played by one is trained on its own weights (a LoRA adapter "
+        "on the shared frozen base with model.lora.enabled, else a full copy of the model), "
+        "with its own SFT on its agents' demonstrations, learner, optimizer and checkpoint "
+        "(docs/multi_agent.md); e.g. [o] with multi.agents {o: o}."
+    )
     pool_every: int = Field(
         5, ge=1, description="Every N RL steps the model joins the opponent pool (players: "
         "pool)."

@@ -103,6 +103,24 @@ def load_policy(path: str | Path, *, dtype: torch.dtype, device: torch.device,
     return model
 
 
+def share_frozen_weights(source: nn.Module, target: nn.Module) -> int:
+    """Point every frozen parameter of ``target`` at ``source``'s parameter of the same name
+    when both are frozen and equal, so two models of one base (e.g. separate LoRA adapters
+    on it) hold its frozen weights once in memory. Frozen weights are never written in
+    place, so sharing them changes no result. Returns how many were shared."""
+    own = dict(source.named_parameters())
+    shared = 0
+    for name, param in target.named_parameters():
+        other = own.get(name)
+        if other is None or param.requires_grad or other.requires_grad or \
+                other.shape != param.shape or other.dtype != param.dtype or \
+                other.device != param.device or not torch.equal(other, param):
+            continue
+        param.data = other.data
+        shared += 1
+    return shared
+
+
 def token_logprobs(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, *,
                    temperature: float = 1.0, with_entropy: bool = False
                    ) -> tuple[Tensor, Tensor | None]:

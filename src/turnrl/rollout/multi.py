@@ -219,7 +219,7 @@ class MultiRunner:
             terminated=seat.terminated and error is None,
             truncated=seat.truncated or cut or error is not None,
             success=seat.outcome in WINNING and error is None, error=error,
-            counts=seat.counts, agent=seat.agent,
+            counts=seat.counts, agent=seat.agent, policy=seat.player,
             state_keys=list(seat.state_keys) if self.step_keys != "none" else None,
             info={"outcome": seat.outcome,
                   "seats": {a: p for a, p in self.seats.items() if a in env.spec.agents}})

@@ -2,9 +2,12 @@
 
 Layout of ``checkpoints/step_<n>/``: the policy (``save_pretrained``; LoRA adapters for peft
 models), the tokenizer, ``critic/`` when a critic exists, ``optimizer.pt`` and ``state.json``
-(step, RNG states). It is written to a temporary sibling and renamed into place, so a crash
-never leaves a half checkpoint under the final name (nor does a full disk: the temporary
-directory is removed and the error names what was written, :mod:`turnrl.io`).
+(step, RNG states); a run with separate policies (``multi.policies``) also has
+``policies/<name>/`` for each (its weights, and its critic), their optimizers in
+``optimizer.pt`` as ``policy/<name>`` and ``critic/<name>``. It is written to a temporary
+sibling and renamed into place, so a crash never leaves a half checkpoint under the final
+name (nor does a full disk: the temporary directory is removed and the error names what was
+written, :mod:`turnrl.io`).
 
 Before a resume touches anything, :func:`resume_checkpoint` checks the checkpoint it would
 continue from: every file it needs is there and loads (:func:`checkpoint_problem`); a
@@ -30,6 +33,7 @@ from transformers import PreTrainedTokenizerBase
 
 from turnrl.io import atomic_write_text, dir_size, run_write
 
+POLICIES = "policies"  # the separate policies' folder in a checkpoint (and an SFT model dir)
 STEP_DIR = re.compile(r"^step_(\d+)$")
 # a model dir holds one of these (a full model, LoRA adapters, sharded, or the old format)
 WEIGHTS = ("model.safetensors", "adapter_model.safetensors", "model.safetensors.index.json",
@@ -44,8 +48,11 @@ class CheckpointError(ValueError):
 def save_checkpoint(run_dir: Path, step: int, *, policy: nn.Module,
                     tokenizer: PreTrainedTokenizerBase, optimizers: dict[str, Any],
                     critic: nn.Module | None = None,
-                    extra_state: dict[str, Any] | None = None) -> Path:
-    """Write ``run_dir/checkpoints/step_<step>`` atomically and return its path."""
+                    extra_state: dict[str, Any] | None = None,
+                    policies: dict[str, tuple[nn.Module, nn.Module | None]] | None = None
+                    ) -> Path:
+    """Write ``run_dir/checkpoints/step_<step>`` atomically and return its path
+    (``policies``: name → (policy, critic or None) of each separate policy)."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step}"
@@ -63,6 +70,12 @@ def save_checkpoint(run_dir: Path, step: int, *, policy: nn.Module,
             tokenizer.save_pretrained(str(tmp))
             if critic is not None:
                 critic.save_pretrained(tmp / "critic")  # type: ignore[operator]
+            for name, (other, other_critic) in (policies or {}).items():
+                other.save_pretrained(str(tmp / POLICIES / name))  # type: ignore[operator]
+                tokenizer.save_pretrained(str(tmp / POLICIES / name))
+                if other_critic is not None:
+                    other_critic.save_pretrained(  # type: ignore[operator]
+                        tmp / POLICIES / name / "critic")
             torch.save({name: opt.state_dict() for name, opt in optimizers.items()
                         if opt is not None}, tmp / "optimizer.pt")
             state = {"step": step, "rng": _rng_state(), **(extra_state or {})}
@@ -158,11 +171,14 @@ def _chosen(run_dir: Path, choice: str, found: list[Path]) -> Path:
 
 def checkpoint_problem(path: Path) -> str | None:
     """Why checkpoint ``path`` cannot be resumed from, or None: ``state.json`` (with its step
-    and RNG states), ``optimizer.pt`` and the weights must be there, and every JSON,
+    and RNG states), ``optimizer.pt`` and the weights (also each separate policy's) must be
+    there, and every JSON,
     safetensors and torch file in it (also the critic's) must load."""
     missing = [name for name in ("state.json", "optimizer.pt") if not (path / name).is_file()]
-    if not any((path / name).is_file() for name in WEIGHTS):
-        missing.append(" or ".join(WEIGHTS))
+    for folder in [path, *sorted((path / POLICIES).glob("*"))]:  # and each separate policy's
+        if not any((folder / name).is_file() for name in WEIGHTS):
+            where = "" if folder == path else f"{folder.relative_to(path)}/"
+            missing.append(f"{where}{' or '.join(WEIGHTS)}")
     if missing:
         return f"missing {', '.join(missing)}"
     for file in sorted(p for p in path.rglob("*") if p.is_file()):

@@ -34,9 +34,11 @@ from turnrl.train.checkpoint import (
     prune_checkpoints,
     save_checkpoint,
 )
-from turnrl.train.collect import Collector
+from turnrl.train.collect import Collected, Collector
 from turnrl.train.learner import Learner
-from turnrl.train.setup import Run
+from turnrl.train.scoring import Shaping
+from turnrl.train.setup import Run, critic_prefixes
+from turnrl.train.stages import prepare
 
 log = logging.getLogger("turnrl")
 CUT_REPLIES = 0.5  # warn once when more than this fraction of a step's replies was cut
@@ -129,14 +131,17 @@ class StepHooks:
         rebuild: ``rebuild(checkpoint)`` reloads the model and learner from a checkpoint.
         push_weights: the learner's weights to the engine (and rollout workers).
         gather_states: before a checkpoint, gathers sharded optimizer states (FSDP).
+        policies: the learner of each separate policy (``multi.policies``), by name.
     """
 
     def __init__(self, run: Run, state: LoopState, learner: Learner, collector: Collector, *,
                  controller: AdaptiveKLController | None,
                  evaluate: Callable[[int, str], dict[str, float]],
                  rebuild: Callable[[Path], Learner], push_weights: Callable[[], None],
-                 gather_states: Callable[[Learner], None] | None = None) -> None:
+                 gather_states: Callable[[Learner], None] | None = None,
+                 policies: dict[str, Learner] | None = None) -> None:
         self.run, self.state, self.learner, self.collector = run, state, learner, collector
+        self.policies = policies or {}
         self.controller = controller
         self.evaluate, self.rebuild, self.push_weights = evaluate, rebuild, push_weights
         self.gather_states = gather_states
@@ -205,14 +210,53 @@ class StepHooks:
         """``RUN/report.html`` once the run is done (``log.report``); its path, or None."""
         return write_run_report(self.run.run_dir) if self.run.cfg.log.report else None
 
+    def update_policies(self, separate: dict[str, Collected], shape: Shaping, *,
+                        train_policy: bool) -> dict[str, float]:
+        """Each separate policy's update on its own episodes (:func:`~turnrl.train.stages.
+        prepare`, then its learner), its engine given the new weights; the metrics as
+        ``policy/<name>/<metric>``."""
+        run, algo, metrics = self.run, self.run.algo, {}
+        for name, part in separate.items():
+            learner = self.policies[name]
+            if part:
+                p = prepare(learner, part.trajectories, part.scores, part.outcomes, algo,
+                            pad_token_id=run.model.tokenizer.pad_token_id, shape=shape,
+                            kl_coef=self.kl_coef, controller=None, measure_mismatch=False,
+                            critic_prefixes=critic_prefixes(run, learner, part.trajectories))
+                update = learner.update(p.batch, train_policy=train_policy)
+                metrics.update({f"policy/{name}/{k}": v for k, v in
+                                {**p.metrics, **update, **part.metrics}.items()})
+            engine = run.policies[name].engine
+            engine.load_weights(learner.policy)
+            engine.version = self.state.policy_version
+        return metrics
+
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer | None]:
+        """Every optimizer of the run, by its name in ``optimizer.pt``."""
+        optimizers: dict[str, torch.optim.Optimizer | None] = {
+            "policy": self.learner.optimizer, "critic": self.learner.critic_optimizer}
+        for name, learner in self.policies.items():
+            optimizers |= {f"policy/{name}": learner.optimizer,
+                           f"critic/{name}": learner.critic_optimizer}
+        return optimizers
+
+    def _generators(self) -> dict[str, torch.Generator]:
+        """Every sampling generator of the run, by its name in ``state.json``."""
+        generators = {"engine": self.run.model.engine.generator,
+                      "learner": self.learner.generator}
+        for name, learner in self.policies.items():
+            generators |= {f"engine/{name}": self.run.policies[name].engine.generator,
+                           f"learner/{name}": learner.generator}
+        return generators
+
     def checkpoint(self, step: int) -> None:
         learner, run = self.learner, self.run
         if self.gather_states is not None:  # fsdp: the sharded optimizer states, gathered
             self.gather_states(learner)
         save_checkpoint(run.run_dir, step, policy=run.model.policy, tokenizer=run.model.tokenizer,
-                        optimizers={"policy": learner.optimizer,
-                                    "critic": learner.critic_optimizer},
-                        critic=learner.critic,
+                        optimizers=self._optimizers(), critic=learner.critic,
+                        policies={name: (other.policy, other.critic)
+                                  for name, other in self.policies.items()},
                         extra_state={"eval_before": self.state.before,
                                      "seed_cursor": self.collector.cursor,
                                      "kl_coef": self.kl_coef,
@@ -221,8 +265,8 @@ class StepHooks:
                                      "rollbacks": self.state.rollbacks,
                                      "players": run.players.state() if run.players else None,
                                      "generators": {
-                                         "engine": run.model.engine.generator.get_state().tolist(),
-                                         "learner": learner.generator.get_state().tolist()}})
+                                         name: generator.get_state().tolist()
+                                         for name, generator in self._generators().items()}})
         prune_checkpoints(run.run_dir, run.cfg.train.keep_last)
 
     def after_update(self, done: int) -> None:
@@ -245,15 +289,12 @@ class StepHooks:
     def restore(self, checkpoint: Path) -> dict:
         """Optimizers, RNG states, the task cursor, the KL coefficient, the alarms and the
         engine's and learner's generators from ``checkpoint``; returns its ``state.json``."""
-        learner = self.learner
-        state = load_training_state(checkpoint, {
-            "policy": learner.optimizer, "critic": learner.critic_optimizer})
+        state = load_training_state(checkpoint, self._optimizers())
         self.collector.cursor = state.get("seed_cursor",
                                           state["step"] * self.run.cfg.train.n_groups)
         if self.controller is not None:
             self.controller.coef = state.get("kl_coef", self.controller.coef)
-        for name, generator in (("engine", self.run.model.engine.generator),
-                                ("learner", learner.generator)):
+        for name, generator in self._generators().items():
             generator.set_state(torch.tensor(state["generators"][name], dtype=torch.uint8))
         if "alarms" in state:
             self.monitor.load_state(state["alarms"])

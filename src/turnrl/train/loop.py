@@ -1,9 +1,11 @@
 """The training loop: SFT warm start → evaluate → RL steps → evaluate.
 
 One RL step reads top to bottom as in docs/design.md, each stage building a new value
-from the last: collect scored episodes → lay out their tokens → the forward passes that
-score them (critic, reference) → the KL to the reference → all reward shaping → advantages
-→ the learner's batch → update → push the weights. Setup (:mod:`turnrl.train.setup`) built
+from the last: collect scored episodes → (:func:`~turnrl.train.stages.prepare`) lay out
+their tokens → the forward passes that score them (critic, reference) → the KL to the
+reference → all reward shaping → advantages → the learner's batch → update → push the
+weights; a run with separate policies (``multi.policies``) splits the episodes by policy
+and prepares and updates each policy on its own. Setup (:mod:`turnrl.train.setup`) built
 every piece before; what happens after a step (logs, alarms, rollback, evaluation,
 checkpoints, signals) is in :mod:`turnrl.train.hooks`.
 """
@@ -16,18 +18,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from turnrl.algos import ADVANTAGES
 from turnrl.config import Config, dump_config
 from turnrl.config.checks import validate
 from turnrl.io import DiskFullError, RunWriteError, atomic_write_text, run_write
 from turnrl.train import scaleout
 from turnrl.train.collect import RolloutError
 from turnrl.train.hooks import AlarmStop, Interrupted, LoopState, StepHooks, stop_signals
-from turnrl.train.layout import layout
 from turnrl.train.learner import Learner
+from turnrl.train.policies import split_policies
 from turnrl.train.preflight import reply_budget_warning
 from turnrl.train.samples import sample_rows, sample_stats, save_samples
-from turnrl.train.scoring import score
 from turnrl.train.setup import (
     Run,
     build_collector,
@@ -41,10 +41,10 @@ from turnrl.train.setup import (
     local_play,
     open_run,
     shaping,
-    warm_start,
+    stamp_version,
 )
-from turnrl.train.sft_stage import run_header
-from turnrl.train.stages import advantage_inputs, kl_step, scoring_passes, train_batch
+from turnrl.train.sft_stage import run_header, warm_start, warm_start_all
+from turnrl.train.stages import prepare
 
 __all__ = ["AlarmStop", "Interrupted", "RolloutError", "RunResult", "train"]
 
@@ -68,10 +68,8 @@ def warm_start_and_evaluate(run: Run, conversations: list | None) -> dict[str, f
     budget = reply_budget_warning(cfg, run.model.tokenizer)
     if budget is not None:
         run.progress.warn(budget)
-    if cfg.sft.enabled:
-        warm_start(cfg, run.model, run.make_env, run.progress,
-                   lambda i, m: run.logger.log(i, m, phase="sft"), conversations)
-        run.model.engine.load_weights(run.model.policy)  # an engine of its own copies them
+    if cfg.sft.enabled:  # the run's model, then each separate policy (multi.policies)
+        warm_start_all(run, conversations, warm_start)
     if run.players is not None:  # a multi-agent run's frozen start and first pool member
         run.players.begin(run.model.policy)
     return evaluate_run(run, 0, "before RL") if cfg.eval.before_training else None
@@ -92,6 +90,9 @@ def train(cfg: Config, *, resume: Path | None = None,
         if run.resume_from is None:  # a fresh start: SFT warm start, then the evaluation before RL
             state.before = warm_start_and_evaluate(run, conversations)
         learner = build_learner(run, source=run.resume_from, reference=frozen_reference(run))
+        learners = {name: build_learner(run, source=run.resume_from, policy=name,
+                                        reference=frozen_reference(run, name))
+                    for name in run.policies}  # multi.policies: a learner each
         collector = build_collector(run, local_play(run, lambda: state.step))
         controller = kl_controller(algo)
 
@@ -110,10 +111,12 @@ def train(cfg: Config, *, resume: Path | None = None,
         hooks = StepHooks(run, state, learner, collector, controller=controller,
                           evaluate=functools.partial(evaluate_run, run),
                           rebuild=rebuild, push_weights=push_weights,
-                          gather_states=lambda lr: out.gather_states(lr) if out else None)
+                          gather_states=lambda lr: out.gather_states(lr) if out else None,
+                          policies=learners)
         if run.resume_from is not None:
             hooks.resume(run.resume_from)
-        run.model.engine.version = state.policy_version = state.step
+        state.policy_version = state.step
+        stamp_version(run, state.step)
         out = scaleout.start(run, version=state.policy_version, cursor=collector.cursor)
         if out is not None:
             collector = hooks.collector = build_collector(
@@ -129,41 +132,38 @@ def train(cfg: Config, *, resume: Path | None = None,
                     hooks.end_step(collected.metrics, advance)
                     continue
                 t1 = time.perf_counter()
+                collected, separate = split_policies(collected, cfg.multi.policies)
                 learner, episodes = hooks.learner, collected.trajectories
-                tokens = layout(episodes, run.model.tokenizer.pad_token_id,
-                                bootstrap_truncated=algo.bootstrap_truncated
-                                and learner.critic is not None,
-                                critic_prefixes=critic_prefixes(run, learner, episodes))
-                passes = scoring_passes(learner, tokens, algo,
-                                        measure_mismatch=cfg.rollout.engine != "hf")
-                kl = kl_step(tokens, passes, algo, hooks.kl_coef, controller)
-                scored = score(tokens, collected.scores, shape, kl_penalty=kl.reward_penalty)
-                advantage = ADVANTAGES[algo.advantage](
-                    advantage_inputs(scored, passes, algo), **algo.adv_kwargs)
-                batch, batch_metrics = train_batch(scored, passes, advantage, kl, algo,
-                                                   collected.outcomes)
-                kept = sample_rows(episodes, scored.turn_rewards, t.save_samples,
+                p = prepare(learner, episodes, collected.scores, collected.outcomes, algo,
+                            pad_token_id=run.model.tokenizer.pad_token_id, shape=shape,
+                            kl_coef=hooks.kl_coef, controller=controller,
+                            measure_mismatch=cfg.rollout.engine != "hf",
+                            critic_prefixes=critic_prefixes(run, learner, episodes))
+                kept = sample_rows(episodes, p.scored.turn_rewards, t.save_samples,
                                    t.sample_which, seed=cfg.run.seed * 1_000_003 + step)
-                stats = sample_stats(learner, tokens, kept)  # before the update
+                stats = sample_stats(learner, p.tokens, kept)  # before the update
                 warming_up = step < cfg.critic.warmup_steps  # train the critic alone
                 engine_metrics = run.model.engine.step_metrics()
                 run.model.engine.sleep()  # a colocated engine frees the GPU for the update
-                update = (out.update(learner, batch, train_policy=not warming_up) if out
-                          else learner.update(batch, train_policy=not warming_up))
+                update = (out.update(learner, p.batch, train_policy=not warming_up) if out
+                          else learner.update(p.batch, train_policy=not warming_up))
                 push_weights()
+                separate_metrics = hooks.update_policies(  # multi.policies, each on its own
+                    separate, shape, train_policy=not warming_up)
                 hooks.after_update(step + 1)  # a multi-agent run's opponent pool
                 t2 = time.perf_counter()
-                save_samples(run.run_dir, step + 1, episodes, collected.scores, scored, batch,
-                             kept, stats)
+                save_samples(run.run_dir, step + 1, episodes, collected.scores, p.scored,
+                             p.batch, kept, stats)
                 hooks.end_step({
-                    **collected.metrics, **kl.metrics, **scored.metrics, **batch_metrics,
-                    **update, "loss/critic_warmup": float(warming_up), **advantage.metrics,
+                    **collected.metrics, **p.kl.metrics, **p.scored.metrics,
+                    **p.batch_metrics, **update, "loss/critic_warmup": float(warming_up),
+                    **p.advantage.metrics, **separate_metrics,
                     **engine_metrics, **hooks.player_metrics(),
                     **(out.worker_metrics(state.policy_version) if out else {}),
                     **({"rollout/turn_cap": float(cap)} if (cap := cfg.rollout.turn_cap(step))
                        is not None else {}),
                     "perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
-                    "perf/tokens_per_s": float(tokens.attention_mask.sum()) / max(t2 - t0, 1e-9),
+                    "perf/tokens_per_s": float(p.tokens.attention_mask.sum()) / max(t2 - t0, 1e-9),
                 }, advance)
         every = t.checkpoint_every
         if not (every and t.steps and t.steps % every == 0):

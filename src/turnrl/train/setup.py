@@ -19,7 +19,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -47,15 +47,20 @@ from turnrl.models.policy import (
     peft_lora_kwargs,
     resolve_device,
     resolve_dtype,
+    share_frozen_weights,
 )
 from turnrl.rewards import CombinedReward, RewardSpecError, combine
 from turnrl.rollout.engine import SamplingParams, TrainingEngine
 from turnrl.rollout.engines import build_engine
-from turnrl.rollout.guard import EnvCalls
 from turnrl.rollout.multi import MultiRunner
 from turnrl.rollout.runner import Runner
 from turnrl.train import multi, preflight, sft
-from turnrl.train.checkpoint import checkpoint_step, drop_checkpoints_after, resume_checkpoint
+from turnrl.train.checkpoint import (
+    POLICIES,
+    checkpoint_step,
+    drop_checkpoints_after,
+    resume_checkpoint,
+)
 from turnrl.train.collect import Collector
 from turnrl.train.layout import privileged_prefix
 from turnrl.train.learner import GradientSync, Learner
@@ -101,6 +106,7 @@ class Run:
     resume_from: Path | None  # the checkpoint a resumed run continues from
     lock: RunDirLock  # this process's hold on run_dir, for the run's lifetime
     players: Players | None = None  # a multi-agent run's frozen players (frozen, pool)
+    policies: dict[str, Model] = field(default_factory=dict)  # multi.policies, by name
 
     @property
     def cfg(self) -> Config:
@@ -113,6 +119,8 @@ class Run:
             if self.model.agent is not None:
                 self.model.agent.close()
             self.model.engine.close()
+            for model in self.policies.values():
+                model.engine.close()
             if self.players is not None:
                 self.players.close()
             self.logger.close()
@@ -214,6 +222,13 @@ def load_model(cfg: Config, source: str | Path, device: torch.device, *,
     return Model(tokenizer, policy, engine, agent)
 
 
+def policy_source(source: str, name: str) -> str:
+    """Where separate policy ``name`` loads from: ``policies/<name>`` of a checkpoint or an
+    SFT model dir that has one, else the run's model source (the base: a fresh start)."""
+    own = Path(source) / POLICIES / name
+    return str(own) if own.is_dir() else source
+
+
 def check_inputs(cfg: Config, *, resume: Path | None) -> list | None:
     """What can be checked before the run dir exists (:mod:`turnrl.train.preflight`): the
     env serves what the reward terms read; the model (files whole, context length, LoRA
@@ -274,8 +289,13 @@ def _open(checked: Validated, run_dir: Path, rewards: CombinedReward | None,
                            mlflow=cfg.log.mlflow, run_name=run_dir.name,
                            config=json.loads(json.dumps(cfg.model_dump())), resume_at=resume_at)
     players = multi.players_for(cfg, run_dir, model.tokenizer, device, engine_options(cfg))
+    policies = {name: load_model(cfg, policy_source(source, name), device,
+                                 fresh_lora=not (Path(source) / POLICIES / name).is_dir())
+                for name in cfg.multi.policies}
+    for other in policies.values():  # LoRA: one frozen base in memory for every adapter
+        share_frozen_weights(model.policy, other.policy)
     return Run(checked, run_dir, device, env_factory(cfg), rewards, model, logger,
-               Progress(enabled=cfg.log.progress), resume_from, lock, players)
+               Progress(enabled=cfg.log.progress), resume_from, lock, players, policies)
 
 
 def sampling(cfg: Config, temperature: float, max_turns: int | None = None
@@ -309,16 +329,18 @@ def runner(cfg: Config, model: Model, temperature: float, *, evaluation: bool = 
 
 
 def run_eval(cfg: Config, model: Model, make_env: Callable[[], Env], progress: Progress,
-             label: str, players: Players | None = None
+             label: str, players: Players | None = None,
+             policies: dict[str, Model] | None = None
              ) -> tuple[dict[str, float], list[Trajectory]]:
-    """Held-out evaluation (``eval.*`` on seeds from ``env.eval_seed_start``): the summary
-    and the episodes."""
+    """Held-out evaluation (``eval.*`` on seeds from ``env.eval_seed_start``; ``policies``:
+    the separate policies of ``multi.policies``): the summary and the episodes."""
     e = cfg.eval
     seeds = range(cfg.env.eval_seed_start, cfg.env.eval_seed_start + e.episodes)
     agents = envs.spec(cfg.env.id).agents if cfg.agent.entry_point is None else ()
     if agents:  # against each of multi.eval_opponents
         return multi.run_eval(cfg, model.engine, model.tokenizer, sampling(cfg, e.temperature)[0],
-                              make_env, agents, progress, label, players)
+                              make_env, agents, progress, label, players,
+                              {name: m.engine for name, m in (policies or {}).items()})
     with progress.task(f"eval ({label})", e.episodes * e.samples_per_task) as advance:
         summary, episodes = evaluate(
             runner(cfg, model, e.temperature, evaluation=True), make_env, seeds,
@@ -335,73 +357,25 @@ def evaluate_run(run: Run, step: int, label: str) -> dict[str, float]:
     its wall time (``perf/eval_s``); its episodes go to ``samples/eval_<step>.jsonl``."""
     start = time.perf_counter()
     summary, episodes = run_eval(run.cfg, run.model, env_factory(run.cfg, evaluation=True),
-                                 run.progress, label, run.players)
+                                 run.progress, label, run.players, run.policies)
     run.logger.log(step, {**{f"eval/{k}": v for k, v in summary.items()},
                           "perf/eval_s": time.perf_counter() - start}, phase="eval")
     save_eval_samples(run.run_dir, step, episodes)
     return summary
 
 
-def warm_start(cfg: Config, model: Model, make_env: Callable[[], Env], progress: Progress,
-               log_metrics: Callable[[int, dict[str, float]], None],
-               conversations: list | None = None) -> None:
-    """SFT on oracle demonstrations (imperfect by ``random_action_prob``) or a JSONL file.
-
-    Demonstrations call the env as rollouts do (``env.step_timeout_s``, validated results,
-    ``env.on_error``); failed ones are counted (``sft/env_errors``, logged when any)."""
-    c = cfg.sft
-    calls = EnvCalls(step_timeout_s=cfg.env.step_timeout_s)
-    if c.source == "jsonl":
-        assert c.path is not None
-        conversations = conversations or sft.load_conversations(c.path)
-    elif envs.spec(cfg.env.id).agents:  # the roles main plays, from oracle games
-        start = cfg.env.train_seed_start + SFT_SEED_OFFSET
-        conversations = multi.demonstrations(
-            make_env, range(start, start + c.episodes),
-            multi.seats(cfg, envs.spec(cfg.env.id).agents),
-            random_action_prob=c.random_action_prob,
-            train_random_actions=c.train_random_actions, seed=cfg.run.seed)
-    else:
-        start = cfg.env.train_seed_start + SFT_SEED_OFFSET
-        demos = sft.play_demonstrations(
-            make_env, range(start, start + c.episodes), random_action_prob=c.random_action_prob,
-            train_random_actions=c.train_random_actions, seed=cfg.run.seed, calls=calls,
-            keep_failed=cfg.env.on_error == "score")
-        conversations = demos.conversations
-        if demos.failures:
-            log_metrics(0, demos.metrics)
-    tools = sft.env_tools(make_env, calls) if cfg.agent.entry_point is None else None
-    trajectories = sft.conversations_to_trajectories(model.tokenizer, conversations, tools=tools)
-    usable = sum(1 for t in trajectories if any(t.loss_mask))  # sft_steps drops the others
-    total = c.epochs * -(-usable // c.batch_size)
-    losses: list[float] = []
-    with progress.task("SFT", total) as advance:
-        for i, metrics in enumerate(sft.sft_steps(
-                model.policy, trajectories, pad_token_id=model.tokenizer.pad_token_id,
-                epochs=c.epochs, batch_size=c.batch_size, lr=c.lr,
-                max_grad_norm=c.max_grad_norm, seed=cfg.run.seed, stop_loss=c.stop_loss)):
-            log_metrics(i, metrics)
-            losses.append(metrics["sft/loss"])
-            advance(f"loss {metrics['sft/loss']:.3f}")
-    if len(losses) < total:
-        recent = losses[-sft.STOP_WINDOW:]
-        progress.note(f"SFT stopped after step {len(losses)} of {total}: the mean loss of the "
-                      f"last {len(recent)} steps is {sum(recent) / len(recent):.4f} <= "
-                      f"sft.stop_loss {c.stop_loss:g}")
-
-
-def frozen_reference(run: Run) -> torch.nn.Module | None:
+def frozen_reference(run: Run, policy: str | None = None) -> torch.nn.Module | None:
     """The KL reference (None when ``algo.kl_coef`` is 0): the policy as RL first started,
-    saved once to ``run_dir/reference`` (LoRA merged in) so that a resumed run keeps
-    comparing against the same model; a fresh start (or a restart of a run killed before
-    its first checkpoint) replaces an old copy."""
+    saved once to ``run_dir/reference`` (a separate policy's: ``reference_<policy>``; LoRA
+    merged in) so that a resumed run keeps comparing against the same model; a fresh start
+    (or a restart of a run killed before its first checkpoint) replaces an old copy."""
     if not run.algo.kl_coef:
         return None
-    path = run.run_dir / "reference"
+    path = run.run_dir / ("reference" if policy is None else f"reference_{policy}")
     if run.resume_from is None:
         shutil.rmtree(path, ignore_errors=True)
     if not path.is_dir():
-        model = copy.deepcopy(run.model.policy)
+        model = copy.deepcopy((run.model if policy is None else run.policies[policy]).policy)
         if hasattr(model, "merge_and_unload"):  # a peft policy: save a full model
             model = cast("PeftModel", model).merge_and_unload()  # PreTrainedModel has none
         tmp = run.run_dir / ".tmp_reference"
@@ -418,15 +392,19 @@ def frozen_reference(run: Run) -> torch.nn.Module | None:
 
 
 def build_learner(run: Run, *, source: Path | None, reference: torch.nn.Module | None,
-                  sync: GradientSync | None = None) -> Learner:
-    """The learner of the run's current policy; its critic loaded from checkpoint
-    ``source`` (None: a new critic), and ``reference`` the frozen KL reference (None when
-    the algorithm has no KL term)."""
+                  sync: GradientSync | None = None, policy: str | None = None) -> Learner:
+    """The learner of the run's current policy (``policy``: a separate policy of
+    ``multi.policies``, its critic under ``source/policies/<policy>``); its critic loaded
+    from checkpoint ``source`` (None: a new critic), and ``reference`` the frozen KL
+    reference (None when the algorithm has no KL term)."""
     cfg, algo = run.cfg, run.algo
-    critic = (ValueModel.from_policy(run.model.policy, source=source, shared=cfg.critic.shared)
+    model = run.model if policy is None else run.policies[policy]
+    if policy is not None and source is not None:
+        source = source / POLICIES / policy
+    critic = (ValueModel.from_policy(model.policy, source=source, shared=cfg.critic.shared)
               if needs_critic(algo.advantage) else None)
     norm_len = cfg.train.norm_len or run.checked.env_spec.max_turns * cfg.rollout.max_new_tokens
-    return Learner(run.model.policy, algo, cfg.train, critic_cfg=cfg.critic, critic=critic,
+    return Learner(model.policy, algo, cfg.train, critic_cfg=cfg.critic, critic=critic,
                    reference=reference, norm_len=float(norm_len),
                    temperature=cfg.rollout.temperature, seed=cfg.run.seed, sync=sync)
 
@@ -462,15 +440,23 @@ def local_play(run: Run, step: Callable[[], int] = lambda: 0
     capped at ``rollout.max_turns`` of the current RL ``step()`` (a horizon curriculum)."""
     def play(first: int, n: int) -> list[Trajectory]:
         seeds = [run.cfg.env.train_seed_start + first + i for i in range(n)]
-        if run.players is not None:  # frozen players: a pool member per task group
+        if run.players is not None or run.policies:  # frozen players, separate policies
             return multi.play_groups(run.cfg, run.model.engine, run.model.tokenizer,
                                      sampling(run.cfg, run.cfg.rollout.temperature)[0],
-                                     run.make_env, seeds, first, run.players)
+                                     run.make_env, seeds, first, run.players,
+                                     {name: m.engine for name, m in run.policies.items()})
         return runner(run.cfg, run.model, run.cfg.rollout.temperature,
                       max_turns=run.cfg.rollout.turn_cap(step())).collect(
             run.make_env, seeds, run.cfg.train.group_size, first_group_id=first)
 
     return play
+
+
+def stamp_version(run: Run, version: int) -> None:
+    """Every engine of the run (its model's, each separate policy's) stamps ``version`` on
+    the tokens it samples."""
+    for model in [run.model, *run.policies.values()]:
+        model.engine.version = version
 
 
 def critic_prefixes(run: Run, learner: Learner,

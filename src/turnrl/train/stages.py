@@ -6,18 +6,22 @@
     ScoredBatch + Passes ──advantage_inputs──► AdvantageInputs ──ADVANTAGES[...]──► outputs
     everything ──train_batch──► TrainBatch (behaviour correction, loss filters)
 
+:func:`prepare` runs them all, from the episodes to the learner's batch (the RL loop, for its
+model and for each separate policy of ``multi.policies``).
+
 Algorithm choices are registry lookups (``KL_PLACEMENTS``, ``CORRECTIONS``, ``FILTERS``);
 no stage branches on a name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
-from turnrl.algos import KL_ESTIMATORS
+from turnrl.algos import ADVANTAGES, KL_ESTIMATORS
 from turnrl.algos.correction import AdaptiveKLController
 from turnrl.algos.functional import masked_mean, state_values
 from turnrl.algos.presets import AlgoPreset
@@ -28,9 +32,10 @@ from turnrl.algos.registry import (
     needs_learner_logprobs,
     resamples,
 )
+from turnrl.train.layout import layout
 from turnrl.train.learner import Learner
-from turnrl.train.scoring import ScoredBatch
-from turnrl.types import AdvantageInputs, AdvantageOutputs, TokenBatch, TrainBatch
+from turnrl.train.scoring import EpisodeScore, ScoredBatch, Shaping, score
+from turnrl.types import AdvantageInputs, AdvantageOutputs, TokenBatch, TrainBatch, Trajectory
 
 MISMATCH_EPISODES = 16  # the engine–learner mismatch is measured on this many episodes
 
@@ -187,3 +192,41 @@ def train_batch(scored: ScoredBatch, passes: Passes, advantages: AdvantageOutput
         is_weights=weights, critic_prefix_ids=tokens.critic_prefix_ids,
         critic_prefix_mask=tokens.critic_prefix_mask, kl_coef=kl.loss_coef)
     return batch, {**metrics, **filter_metrics, **passes.mismatch}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One step's episodes made into the learner's batch, with every stage's value."""
+
+    tokens: TokenBatch
+    passes: Passes
+    kl: KLStep
+    scored: ScoredBatch
+    advantage: AdvantageOutputs
+    batch: TrainBatch
+    batch_metrics: dict[str, float]
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The stages' metrics (KL, rewards, the batch, the advantages)."""
+        return {**self.kl.metrics, **self.scored.metrics, **self.batch_metrics,
+                **self.advantage.metrics}
+
+
+def prepare(learner: Learner, episodes: Sequence[Trajectory], scores: Sequence[EpisodeScore],
+            outcomes: Tensor, algo: AlgoPreset, *, pad_token_id: int, shape: Shaping,
+            kl_coef: float, controller: AdaptiveKLController | None, measure_mismatch: bool,
+            critic_prefixes: list[list[int]] | None = None) -> Prepared:
+    """The stages from scored episodes to ``learner``'s batch, in order: lay out their
+    tokens, the no-gradient passes, the KL to the reference, all reward shaping, the
+    advantages (``ADVANTAGES[algo.advantage]``), the batch."""
+    tokens = layout(list(episodes), pad_token_id,
+                    bootstrap_truncated=algo.bootstrap_truncated and learner.critic is not None,
+                    critic_prefixes=critic_prefixes)
+    passes = scoring_passes(learner, tokens, algo, measure_mismatch=measure_mismatch)
+    kl = kl_step(tokens, passes, algo, kl_coef, controller)
+    scored = score(tokens, list(scores), shape, kl_penalty=kl.reward_penalty)
+    advantage = ADVANTAGES[algo.advantage](advantage_inputs(scored, passes, algo),
+                                           **algo.adv_kwargs)
+    batch, batch_metrics = train_batch(scored, passes, advantage, kl, algo, outcomes)
+    return Prepared(tokens, passes, kl, scored, advantage, batch, batch_metrics)
