@@ -118,3 +118,15 @@ def loses_connection(client, task):
     client.with_options(base_url=f"http://127.0.0.1:{port}/v1").chat.completions.create(
         model="policy", max_tokens=2, messages=[{"role": "user", "content": "x"}])
     return 1.0
+
+
+def plan_and_execute(client, task):
+    """Two roles in one run: the planner (``policy``) plans, the executor (``executor``, a
+    separate policy) answers from the plan; the executor's call is rewarded 1."""
+    plan = client.chat.completions.create(
+        model="policy", max_tokens=3,
+        messages=[{"role": "user", "content": f"plan: {task['question']}"}])
+    client.chat.completions.create(
+        model="executor", max_tokens=3,
+        messages=[{"role": "user", "content": f"do: {plan.choices[0].message.content}"}])
+    return AgentResult(reward=0.0, call_rewards=[0.0, 1.0], success=True)

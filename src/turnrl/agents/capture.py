@@ -16,6 +16,8 @@ exactly the context its replies were sampled in; nothing is ever re-tokenized.
 
 A call may continue any segment whose latest reply it echoes (the most recent first), so
 branches work: ``n > 1`` choices (one segment per choice) and concurrent calls of one run.
+A segment holds the calls of one model name only (``Segment.model``): an agent program with
+several roles served by separate policies (``multi.policies``) gives each its own ledgers.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Segment:
     calls: list[int] = field(default_factory=list)
     pending: bool = False
     versions: list[int] = field(default_factory=list)  # engine weight version per sampled token
+    model: str | None = None  # the model (policy) name its calls asked for
 
 
 @dataclass(frozen=True)
@@ -96,13 +99,17 @@ class Session:
         which others shared its batch (None for an unseeded run)."""
         return None if self.seed is None else hash((self.seed, call)) % 2**62
 
-    def begin(self, messages: list[dict], tools: list[dict] | None) -> Turn:
-        """The prompt of a call that sends ``messages`` (normalised, as the agent sent them)
-        with ``tools``: continuing the latest segment it extends, else a new segment."""
+    def begin(self, messages: list[dict], tools: list[dict] | None,
+              model: str | None = None) -> Turn:
+        """The prompt of a call to ``model`` that sends ``messages`` (normalised, as the agent
+        sent them) with ``tools``: continuing the latest segment of the same model it
+        extends, else a new segment (a segment holds the calls of one model only, so each
+        policy's ledger has only its own samples)."""
         with self._lock:
             call, self.calls = self.calls, self.calls + 1
             for segment in reversed(self.segments):
-                if segment.pending or segment.tools != tools or not segment.seen:
+                if segment.pending or segment.tools != tools or not segment.seen or \
+                        segment.model != model:
                     continue
                 n = len(segment.seen)
                 if len(messages) <= n or messages[:n] != segment.seen:
@@ -120,20 +127,20 @@ class Session:
             except (ChatTemplateError, TemplateError) as error:
                 raise RenderError(f"the model's chat template cannot render these messages: "
                                   f"{error}") from None
-            segment = Segment(ledger, copy.deepcopy(tools), pending=True)
+            segment = Segment(ledger, copy.deepcopy(tools), pending=True, model=model)
             self.segments.append(segment)
             return Turn(list(ledger.token_ids), segment, call, messages, 0)
 
-    def begin_raw(self, prompt: list[int]) -> Turn:
-        """The prompt of a ``/v1/completions`` call: ``prompt`` as given (no chat template),
-        always a segment of its own."""
+    def begin_raw(self, prompt: list[int], model: str | None = None) -> Turn:
+        """The prompt of a ``/v1/completions`` call to ``model``: ``prompt`` as given (no
+        chat template), always a segment of its own."""
         with self._lock:
             call, self.calls = self.calls, self.calls + 1
             ledger = TemplateLedger(self.tokenizer)
             ledger.token_ids, ledger.loss_mask = list(prompt), [0] * len(prompt)
             ledger.logprobs, ledger.turn_index = [0.0] * len(prompt), [-1] * len(prompt)
             ledger.text = self.tokenizer.decode(prompt, skip_special_tokens=False)
-            segment = Segment(ledger, None, pending=True)
+            segment = Segment(ledger, None, pending=True, model=model)
             self.segments.append(segment)
             return Turn(list(prompt), segment, call, [], 0)
 
@@ -205,7 +212,7 @@ def _fork(segment: Segment) -> Segment:
                        logprobs=list(ledger.logprobs), turn_index=list(ledger.turn_index),
                        text=ledger.text, tools=ledger.tools),
         segment.tools, list(segment.seen), list(segment.calls), segment.pending,
-        list(segment.versions))
+        list(segment.versions), segment.model)
 
 
 def _as_messages(messages: list[dict[str, Any]]) -> list[Message]:

@@ -4,7 +4,7 @@ training loop reads in place of an env's, and the model server its runs talk to.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from turnrl.agents.runner import AgentRunner
 from turnrl.agents.server import ModelServer
 from turnrl.agents.workers import AgentWorkers
 from turnrl.config import Config, ConfigError
+from turnrl.config.multi_checks import check_policy_names
 from turnrl.envs.builtin.dataset import DatasetEnvError, read_records
 from turnrl.envs.protocol import EnvSpec
 from turnrl.rollout.engine import Engine
@@ -51,6 +52,11 @@ def check_agent(cfg: Config) -> tuple[Callable[..., Any], list[dict[str, Any]],
     if cfg.sft.enabled and cfg.sft.source == "oracle":
         raise ConfigError("sft.source: an agent program has no oracle; set sft.enabled=false, "
                           "or sft.source=jsonl with sft.path (demonstrations as chat messages)")
+    if cfg.multi.agents:
+        raise ConfigError("multi.agents: an agent program has no agents to seat; its calls "
+                          "name the policy that answers (agent.model_name or one of "
+                          "multi.policies): remove multi.agents")
+    check_policy_names(cfg)
     if cfg.distributed.backend != "none":
         raise ConfigError("distributed.backend: agent programs run in this process for now "
                           "(so train.mode is sync); set distributed.backend=none")
@@ -84,10 +90,12 @@ class AgentJob:
         return cls(cfg, *check_agent(cfg))
 
     def runner(self, engine: Engine, tokenizer: PreTrainedTokenizerBase, temperature: float, *,
-               evaluation: bool = False) -> AgentRunner:
+               evaluation: bool = False, policies: Mapping[str, Engine] | None = None
+               ) -> AgentRunner:
         """A runner of the agent on the training (or held-out) tasks, sampling from
         ``engine`` at ``temperature`` whatever the agent asks (the learner recomputes the
-        log-probs at the run's temperature)."""
+        log-probs at the run's temperature); a call naming a separate policy (``policies``:
+        name → engine, ``multi.policies``) as its ``model`` is answered by that one."""
         r, a = self.cfg.rollout, self.cfg.agent
         if self.server is None:
             self.server = ModelServer(engine, tokenizer, model_name=a.model_name,
@@ -95,6 +103,7 @@ class AgentJob:
                                       max_context_tokens=r.max_context_tokens,
                                       max_calls=a.max_calls).start()
         self.server.engine = engine  # a rollback may have rebuilt it
+        self.server.engines.update(policies or {})
         if self.workers is None and a.workers > 0:
             self.workers = AgentWorkers(str(a.entry_point), a.workers, http_timeout_s=a.timeout_s)
         runner = self._runners.get(evaluation)

@@ -126,7 +126,7 @@ class AgentRunner:
         try:
             result = to_result(await self._call(key, task))
             return trajectories(session, result, env_id=self.name, seed=seed,
-                                group_id=group_id)
+                                group_id=group_id, main=self.model)
         except Exception as error:
             if isinstance(error, TimeoutError):
                 reason = f"did not finish within {self.timeout_s:g} s (agent.timeout_s)"
@@ -198,10 +198,11 @@ def in_daemon_thread(fn: Callable[[], Any]) -> asyncio.Future[Any]:
 
 
 def trajectories(session: Session, result: AgentResult, *, env_id: str, seed: int,
-                 group_id: int) -> list[Trajectory]:
+                 group_id: int, main: str | None = None) -> list[Trajectory]:
     """One trajectory per sampled segment of ``session``. Each turn's reward is the
     call's ``call_rewards`` entry (if given); the outcome ``result.reward`` is added at the
-    last turn of every segment (each is trained on the episode's outcome)."""
+    last turn of every segment (each is trained on the episode's outcome). A segment of
+    another model than ``main`` (a separate policy's) names it in ``Trajectory.policy``."""
     segments = session.sampled_segments()
     if not segments:
         raise AgentError("the agent never called the model")
@@ -217,16 +218,19 @@ def trajectories(session: Session, result: AgentResult, *, env_id: str, seed: in
         out.append(_trajectory(segment, rewards, env_id=env_id, seed=seed, group_id=group_id,
                                success=bool(success),
                                info={**result.info, "segment": index,
-                                     "segments": len(segments)}))
+                                     "segments": len(segments)},
+                               policy=None if segment.model in (None, main) else segment.model))
     return out
 
 
 def _trajectory(segment: Segment, rewards: list[float], *, env_id: str, seed: int,
-                group_id: int, success: bool, info: dict[str, Any]) -> Trajectory:
+                group_id: int, success: bool, info: dict[str, Any],
+                policy: str | None = None) -> Trajectory:
     ledger = segment.ledger
     return Trajectory(
         env_id=env_id, seed=seed, group_id=group_id, messages=list(ledger.messages),
         token_ids=list(ledger.token_ids), loss_mask=list(ledger.loss_mask),
         logprobs=list(ledger.logprobs), turn_index=list(ledger.turn_index),
         turn_rewards=rewards, terminated=True, truncated=False, success=success,
-        counts=EpisodeCounts(), policy_versions=list(segment.versions) or None, info=info)
+        counts=EpisodeCounts(), policy_versions=list(segment.versions) or None, info=info,
+        policy=policy)

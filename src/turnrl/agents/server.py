@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 import torch
@@ -64,7 +64,9 @@ class ModelServer:
     Args:
         engine: samples the replies (its ``generate`` runs on the server's event loop).
         tokenizer: renders the messages with its chat template.
-        model_name: the id ``/v1/models`` lists and responses carry.
+        model_name: the id ``/v1/models`` lists and responses carry (``engine``'s).
+        engines: further models served by name (separate policies, ``multi.policies``): a
+            request's ``model`` picks the engine that answers.
         limits: the run's caps on a request (new tokens, ``n``).
         max_context_tokens: a prompt this long is refused; ``max_tokens`` is cut to fit.
         max_calls: the most calls of one session (later ones are refused).
@@ -79,8 +81,10 @@ class ModelServer:
 
     def __init__(self, engine: Engine, tokenizer: PreTrainedTokenizerBase, *, model_name: str,
                  limits: Limits, max_context_tokens: int, max_calls: int | None = None,
-                 host: str = "127.0.0.1", port: int = 0, open_access: bool = False) -> None:
-        self.engine, self.tokenizer, self.model_name = engine, tokenizer, model_name
+                 host: str = "127.0.0.1", port: int = 0, open_access: bool = False,
+                 engines: Mapping[str, Engine] | None = None) -> None:
+        self.tokenizer, self.model_name = tokenizer, model_name
+        self.engines: dict[str, Engine] = {model_name: engine, **(engines or {})}
         self.limits, self.max_context_tokens = limits, max_context_tokens
         self.max_calls = max_calls
         self.sampling: tuple[float, float] | None = None
@@ -99,6 +103,15 @@ class ModelServer:
                        Route(f"{prefix}/models", self._models, methods=["GET"])]
         self.app = _QuietDisconnects(Starlette(routes=routes, exception_handlers={
             404: self._not_found, 405: self._not_allowed}))
+
+    @property
+    def engine(self) -> Engine:
+        """The engine of ``model_name`` (the run's model)."""
+        return self.engines[self.model_name]
+
+    @engine.setter
+    def engine(self, engine: Engine) -> None:
+        self.engines[self.model_name] = engine
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> ModelServer:
@@ -189,7 +202,8 @@ class ModelServer:
         session = self.sessions.pop(key, None)
         if session is not None:
             for segment in session.segments:
-                self.engine.end_session(_engine_session(key, segment))
+                engine = self.engines.get(segment.model or self.model_name, self.engine)
+                engine.end_session(_engine_session(key, segment))
         return session
 
     def _session(self, request: Request) -> tuple[str | None, Session]:
@@ -223,7 +237,7 @@ class ModelServer:
                                   code="unsupported_value")
             self._check_calls(key, session)
             try:
-                turn = session.begin(req.messages, req.tools)
+                turn = session.begin(req.messages, req.tools, req.model)
             except RenderError as error:
                 raise OpenAIError(str(error), param="messages") from None
             temperature, top_p = self.sampling or (req.temperature, req.top_p)
@@ -232,7 +246,7 @@ class ModelServer:
                 seed = req.seed if req.seed is not None else session.call_seed(turn.call)
                 completions = await self._sample(turn.prompt_ids, max_tokens, temperature,
                                                  top_p, seed, req.n,
-                                                 _engine_session(key, turn.segment))
+                                                 _engine_session(key, turn.segment), req.model)
             except BaseException:
                 session.abandon(turn)
                 raise
@@ -242,7 +256,7 @@ class ModelServer:
                            [normalize_message(reply_message(r)) for r in replies],
                            [r.versions for r in replies])
             return self._respond(req.stream, req.include_usage, chat_completion, chat_chunks,
-                                 replies, req.logprobs, turn)
+                                 replies, req.logprobs, turn, model=req.model)
         except OpenAIError as error:
             return JSONResponse(error.body(), status_code=error.status)
         except ClientDisconnect:
@@ -267,14 +281,14 @@ class ModelServer:
             if any(not 0 <= t < vocab for t in prompt):
                 raise OpenAIError(f"prompt token ids must be in [0, {vocab})", param="prompt")
             self._check_calls(key, session)
-            turn = session.begin_raw(prompt) if key is not None else None
+            turn = session.begin_raw(prompt, req.model) if key is not None else None
             temperature, top_p = self.sampling or (req.temperature, req.top_p)
             try:
                 max_tokens = self._fit(len(prompt), req.max_tokens)
                 seed = req.seed if req.seed is not None or turn is None \
                     else session.call_seed(turn.call)
                 completions = await self._sample(prompt, max_tokens, temperature, top_p,
-                                                 seed, req.n, None)
+                                                 seed, req.n, None, req.model)
             except BaseException:
                 if turn is not None:
                     session.abandon(turn)
@@ -285,7 +299,8 @@ class ModelServer:
                                [r.logprobs for r in replies], [None] * len(replies),
                                [r.versions for r in replies])
             return self._respond(req.stream, req.include_usage, completion, completion_chunks,
-                                 replies, req.logprobs is not None, None, len(prompt))
+                                 replies, req.logprobs is not None, None, len(prompt),
+                                 model=req.model)
         except OpenAIError as error:
             return JSONResponse(error.body(), status_code=error.status)
         except ClientDisconnect:
@@ -299,7 +314,7 @@ class ModelServer:
             self._session(request)
         except OpenAIError as error:
             return JSONResponse(error.body(), status_code=error.status)
-        return JSONResponse(models_list([self.model_name], int(time.time())))
+        return JSONResponse(models_list(list(self.engines), int(time.time())))
 
     async def _not_found(self, request: Request, _exc: Exception) -> Response:
         error = OpenAIError(f"no route {request.url.path}: this server serves /v1/chat/"
@@ -315,10 +330,11 @@ class ModelServer:
     # ------------------------------------------------------------------ sampling
     def _check_model(self, model: str) -> None:
         """OpenAI's answer to a model it does not serve: 404, ``model_not_found``."""
-        if model != self.model_name:
+        if model not in self.engines:
+            served = ", ".join(repr(name) for name in self.engines)
             raise OpenAIError(f"The model `{model}` does not exist or you do not have access "
-                              f"to it. This endpoint serves {self.model_name!r} "
-                              "(agent.model_name; /v1/models lists it).", status=404,
+                              f"to it. This endpoint serves {served} (agent.model_name and "
+                              "multi.policies; /v1/models lists them).", status=404,
                               param="model", code="model_not_found")
 
     def _check_calls(self, key: str | None, session: Session) -> None:
@@ -337,11 +353,11 @@ class ModelServer:
 
     async def _sample(self, prompt: list[int], max_tokens: int, temperature: float,
                       top_p: float, seed: int | None, n: int,
-                      engine_session: str | None) -> list[Completion]:
+                      engine_session: str | None, model: str) -> list[Completion]:
         params = [SamplingParams(max_new_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                  seed=None if seed is None else seed + i) for i in range(n)]
         return list(await asyncio.gather(*(
-            self.engine.generate(prompt, p, session=engine_session if i == 0 else None)
+            self.engines[model].generate(prompt, p, session=engine_session if i == 0 else None)
             for i, p in enumerate(params))))
 
     def _reply(self, sampled: Completion, stops: tuple[str, ...],
@@ -358,7 +374,7 @@ class ModelServer:
 
     def _respond(self, stream: bool, include_usage: bool, whole: Any, chunks: Any,
                  replies: list[Reply], logprobs: bool, turn: Turn | None,
-                 prompt_tokens: int | None = None) -> Response:
+                 prompt_tokens: int | None = None, *, model: str) -> Response:
         choices = [Choice(index=i, text=r.text, finish_reason=r.finish_reason,
                           tool_calls=r.tool_calls,
                           logprobs=[(self.tokenizer.decode([t]), lp, []) for t, lp in
@@ -368,7 +384,7 @@ class ModelServer:
         usage = Usage(prompt_tokens=len(turn.prompt_ids) if turn else prompt_tokens or 0,
                       completion_tokens=sum(len(r.token_ids) for r in replies),
                       cached_tokens=turn.cached_tokens if turn else 0)
-        head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "model": self.model_name,
+        head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "model": model,
                 "created": int(time.time())}
         if stream:
             events = chunks(**head, choices=choices, usage=usage if include_usage else None)

@@ -18,17 +18,13 @@ def check_multi(cfg: Config, env: Any) -> None:
     replies), at least one agent the run trains, and the features multi-agent runs do not
     have yet (Ray workers, asynchronous training)."""
     agents = list(env.spec.agents)
-    m = cfg.multi
-
-    def fail(key: str, message: str) -> ConfigError:
-        where = cfg.origin_of(key)
-        return ConfigError(f"{where + ': ' if where else ''}{key}: {message}")
+    m, fail = cfg.multi, _fail(cfg)
 
     if not agents:
         if m.agents:
             raise fail("multi.agents", f"{cfg.env.id!r} is an env of one agent; multi.agents "
                        "maps the agents of a multi-agent env (tictactoe-v0, ...): remove it")
-        if m.policies and cfg.agent.entry_point is None:
+        if m.policies:
             raise fail("multi.policies", f"{cfg.env.id!r} is an env of one agent, played by "
                        "main; separate policies play the agents of a multi-agent env or answer "
                        "an agent program's calls by model name: remove it")
@@ -67,28 +63,45 @@ def check_multi(cfg: Config, env: Any) -> None:
 
 
 
-def _check_policies(cfg: Config, agents: list[str],
-                    fail: Callable[[str, str], ConfigError]) -> None:
-    """``multi.policies``: names that are not players already, each played by an agent, and
-    the features separate policies do not run with yet."""
-    names = cfg.multi.policies
+def _fail(cfg: Config) -> Callable[[str, str], ConfigError]:
+    def fail(key: str, message: str) -> ConfigError:
+        where = cfg.origin_of(key)
+        return ConfigError(f"{where + ': ' if where else ''}{key}: {message}")
+
+    return fail
+
+
+def check_policy_names(cfg: Config) -> None:
+    """``multi.policies`` of an env run or an agent program: names that are not players (nor
+    the agent program's ``agent.model_name``), each once, and the features separate policies
+    do not run with yet."""
+    fail, names = _fail(cfg), cfg.multi.policies
+    taken = (*PLAYERS, cfg.agent.model_name) if cfg.agent.entry_point else PLAYERS
     for name in names:
-        if name in PLAYERS or not name.isidentifier():
+        if name in taken or not name.isidentifier():
             raise fail("multi.policies", f"{name!r} cannot name a policy: use a word of letters, "
-                       f"digits and _ other than {', '.join(PLAYERS)}")
+                       f"digits and _ other than {', '.join(taken)}")
     if len(set(names)) < len(names):
         raise fail("multi.policies", f"{names} names a policy twice; list each once")
+    for key, on, what in (("rollout.engine", cfg.rollout.engine != "hf", "engines but hf"),
+                          ("alarms.on_alarm", cfg.alarms.on_alarm == "rollback", "rollbacks")):
+        if names and on:
+            raise fail(key, f"separate policies (multi.policies) do not run with {what} yet: "
+                       "leave it at its default")
+
+
+def _check_policies(cfg: Config, agents: list[str],
+                    fail: Callable[[str, str], ConfigError]) -> None:
+    """``multi.policies`` of a multi-agent env: good names (:func:`check_policy_names`), each
+    played by an agent."""
+    names = cfg.multi.policies
+    check_policy_names(cfg)
     unplayed = [p for p in names if p not in cfg.multi.agents.values()]
     if unplayed:
         raise fail("multi.policies", f"no agent of multi.agents is played by {unplayed}, so "
                    f"they would never be trained; give each an agent of {cfg.env.id} (its "
                    f"agents are {', '.join(agents)}), e.g. multi.agents.{agents[-1]}="
                    f"{unplayed[0]}, or remove them")
-    for key, on, what in (("rollout.engine", cfg.rollout.engine != "hf", "engines but hf"),
-                          ("alarms.on_alarm", cfg.alarms.on_alarm == "rollback", "rollbacks")):
-        if names and on:
-            raise fail(key, f"separate policies (multi.policies) do not run with {what} yet: "
-                       "leave it at its default")
 
 
 def _check_players(cfg: Config, agents: list[str], can: dict[str, bool],

@@ -50,7 +50,7 @@ from turnrl.models.policy import (
     share_frozen_weights,
 )
 from turnrl.rewards import CombinedReward, RewardSpecError, combine
-from turnrl.rollout.engine import SamplingParams, TrainingEngine
+from turnrl.rollout.engine import Engine, SamplingParams, TrainingEngine
 from turnrl.rollout.engines import build_engine
 from turnrl.rollout.multi import MultiRunner
 from turnrl.rollout.runner import Runner
@@ -311,14 +311,16 @@ def sampling(cfg: Config, temperature: float, max_turns: int | None = None
 
 
 def runner(cfg: Config, model: Model, temperature: float, *, evaluation: bool = False,
-           max_turns: int | None = None) -> Runner | AgentRunner | MultiRunner:
+           max_turns: int | None = None, policies: dict[str, Model] | None = None
+           ) -> Runner | AgentRunner | MultiRunner:
     """The runner of the run's episodes: the env runner (capped at ``max_turns`` agent
     turns, or ``eval.max_turns`` when ``evaluation``), an agent program's runner (on its
     held-out tasks when ``evaluation``), or for a multi-agent env the runner of its seats
-    (``multi.agents``)."""
+    (``multi.agents``); an agent program's calls that name a separate policy of
+    ``policies`` are answered by it."""
     if model.agent is not None:
         return model.agent.runner(model.engine, model.tokenizer, temperature,
-                                  evaluation=evaluation)
+                                  evaluation=evaluation, policies=engines(policies))
     cap = cfg.eval.max_turns if evaluation else max_turns
     params, kwargs = sampling(cfg, temperature, cap)
     agents = envs.spec(cfg.env.id).agents
@@ -339,11 +341,11 @@ def run_eval(cfg: Config, model: Model, make_env: Callable[[], Env], progress: P
     agents = envs.spec(cfg.env.id).agents if cfg.agent.entry_point is None else ()
     if agents:  # against each of multi.eval_opponents
         return multi.run_eval(cfg, model.engine, model.tokenizer, sampling(cfg, e.temperature)[0],
-                              make_env, agents, progress, label, players,
-                              {name: m.engine for name, m in (policies or {}).items()})
+                              make_env, agents, progress, label, players, engines(policies))
     with progress.task(f"eval ({label})", e.episodes * e.samples_per_task) as advance:
         summary, episodes = evaluate(
-            runner(cfg, model, e.temperature, evaluation=True), make_env, seeds,
+            runner(cfg, model, e.temperature, evaluation=True, policies=policies), make_env,
+            seeds,
             samples_per_task=e.samples_per_task, pass_k=e.pass_k, on_done=lambda: advance(""),
             tools=cfg.agent.entry_point is None and bool(envs.spec(cfg.env.id).tools))
     progress.note(f"eval ({label}): success {summary['success']:.3f} "
@@ -440,16 +442,21 @@ def local_play(run: Run, step: Callable[[], int] = lambda: 0
     capped at ``rollout.max_turns`` of the current RL ``step()`` (a horizon curriculum)."""
     def play(first: int, n: int) -> list[Trajectory]:
         seeds = [run.cfg.env.train_seed_start + first + i for i in range(n)]
-        if run.players is not None or run.policies:  # frozen players, separate policies
+        if run.model.agent is None and (run.players is not None or run.policies):
             return multi.play_groups(run.cfg, run.model.engine, run.model.tokenizer,
                                      sampling(run.cfg, run.cfg.rollout.temperature)[0],
                                      run.make_env, seeds, first, run.players,
-                                     {name: m.engine for name, m in run.policies.items()})
-        return runner(run.cfg, run.model, run.cfg.rollout.temperature,
+                                     engines(run.policies))  # frozen players, policies
+        return runner(run.cfg, run.model, run.cfg.rollout.temperature, policies=run.policies,
                       max_turns=run.cfg.rollout.turn_cap(step())).collect(
             run.make_env, seeds, run.cfg.train.group_size, first_group_id=first)
 
     return play
+
+
+def engines(policies: dict[str, Model] | None) -> dict[str, Engine]:
+    """The engine of each separate policy, by name."""
+    return {name: model.engine for name, model in (policies or {}).items()}
 
 
 def stamp_version(run: Run, version: int) -> None:
