@@ -219,3 +219,22 @@ def test_steps_are_chosen_evenly_with_the_first_and_last_and_groups_are_per_step
                                     advantages=[0.0])) for s in (1, 2) for i in range(4)]
     assert groups(rows) == {(1, 0): [0, 1], (1, 1): [2, 3], (2, 0): [0, 1], (2, 1): [2, 3]}
     assert rows[0]["reward"] == 1.0 and rows[0]["turns"] == 2 and rows[0]["sampled"] == 1
+
+
+def test_a_multi_agent_run_gets_panels_per_role_and_per_policy(tmp_path):
+    rows = [train_row(1, **{"rollout/role/x/success": 0.25, "rollout/role/o/success": 0.5,
+                            "policy/second/rollout/success": 0.5}),
+            {"step": 1, "phase": "eval", "time": 1.0, "eval/vs_random/main/success": 0.3,
+             "eval/vs_random/second/success": 0.6, "eval/vs_random/success": 0.45}]
+    run = load_run(write_run(tmp_path, "r", rows))
+    panels = {p.key: p for p in c.panels([run])}
+    assert [s.metric for s in panels["roles"].series] == [
+        "rollout/role/o/success", "rollout/role/x/success"]
+    assert [(s.metric, s.label, s.phase) for s in panels["policies"].series] == [
+        ("policy/second/rollout/success", "second (training)", "train"),
+        ("eval/vs_random/main/success", "main vs random", "eval"),
+        ("eval/vs_random/second/success", "second vs random", "eval")]
+    assert c.curve(run, panels["policies"].series[2]).y == [0.6]
+    assert list(panels)[-1] == "sft_loss"  # the SFT loss stays last
+    single = load_run(write_run(tmp_path, "s", [train_row(1, **{"rollout/success": 0.5})]))
+    assert {p.key for p in c.panels([single])} == {p.key for p in c.PANELS}

@@ -15,7 +15,7 @@ from typing import Any
 from turnrl.report.runs import RunRecord
 
 __all__ = ["PANELS", "Curve", "Panel", "Series", "alarm_events", "curve", "eval_table",
-           "pass_at_k", "rollbacks", "timings"]
+           "panels", "pass_at_k", "rollbacks", "timings"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,32 @@ PANELS: tuple[Panel, ...] = (
           (Series("multi/rating", "the model"), Series("multi/pool_rating", "best pool member"))),
     Panel("sft_loss", "SFT loss", (Series("sft/loss", "loss", "sft"),), x_title="SFT step"),
 )
+
+
+def panels(runs: list[RunRecord]) -> tuple[Panel, ...]:
+    """:data:`PANELS`, with the panels of a multi-agent run's roles and policies before the
+    SFT loss: the training success of each agent a trained policy played
+    (``rollout/role/<agent>/success``), and each separate policy's training success
+    (``policy/<name>/rollout/success``) and held-out success per opponent
+    (``eval/vs_<opponent>/<policy>/success``)."""
+    keys = {key for run in runs for row in run.rows for key in row}
+    roles = sorted({k.split("/")[2] for k in keys
+                    if k.startswith("rollout/role/") and k.endswith("/success")})
+    trained = sorted({k.split("/")[1] for k in keys
+                      if k.startswith("policy/") and k.endswith("/rollout/success")})
+    held_out = sorted(k for k in keys if k.startswith("eval/vs_") and k.count("/") == 3
+                      and k.endswith("/success"))
+    extra = []
+    if roles:
+        extra.append(Panel("roles", "Success per role (training episodes)", tuple(
+            Series(f"rollout/role/{role}/success", role) for role in roles)))
+    if trained or held_out:
+        extra.append(Panel("policies", "Success per policy (separate policies)", (
+            *(Series(f"policy/{name}/rollout/success", f"{name} (training)")
+              for name in trained),
+            *(Series(key, f"{key.split('/')[2]} vs {key.split('/')[1][3:]}", "eval")
+              for key in held_out))))
+    return (*PANELS[:-1], *extra, PANELS[-1])
 
 
 @dataclass

@@ -62,10 +62,10 @@ def _markers(runs: list[RunRecord], layout: dict[str, Any]) -> list[dict[str, An
 
 
 def learning_curves(runs: list[RunRecord]) -> list[dict[str, Any]]:
-    """One figure per panel of :data:`~turnrl.report.curves.PANELS` that has data:
+    """One figure per panel of :func:`~turnrl.report.curves.panels` that has data:
     ``{"key", "title", "figure"}``."""
     figures = []
-    for panel in c.PANELS:
+    for panel in c.panels(runs):
         data = []
         for i, run in enumerate(runs):
             for j, series in enumerate(panel.series):
