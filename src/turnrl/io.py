@@ -166,3 +166,24 @@ def lock_run_dir(run_dir: Path) -> RunDirLock:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return RunDirLock(run_dir, fd)
+
+
+def suggest_path(path: Path) -> str:
+    """``"; did you mean runs/default?"`` when ``path`` is missing and its folder holds a
+    name close to it, else ``""``."""
+    import difflib
+
+    folder = path.parent
+    if path.exists() or not folder.is_dir():
+        return ""
+    close = difflib.get_close_matches(path.name, [p.name for p in folder.iterdir()], n=1,
+                                      cutoff=0.6)
+    return f"; did you mean {folder / close[0]}?" if close else ""
+
+
+def looks_local(model: str) -> bool:
+    """Whether ``model`` names a path here rather than a hub id: it starts with ``.``, ``/``
+    or ``~``, or the folder it is in exists (``runs/defualt``: ``runs/`` is here)."""
+    path = Path(model).expanduser()
+    return model.startswith((".", "/", "~")) or (path.parent != Path(".")
+                                                 and path.parent.is_dir())

@@ -362,3 +362,34 @@ def test_there_are_at_least_60_distinct_bad_inputs() -> None:
     names = [c[0] for c in CASES + FILE_CASES + MISSING_PACKAGE_CASES]
     assert len(names) == len(set(names))  # each case is its own mistake
     assert len(set(names)) >= 60
+
+
+def test_a_misspelled_run_dir_names_the_closest_one(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "default").mkdir(parents=True)
+    for argv in (["eval", "runs/defualt"], ["serve", "runs/defualt"],
+                 ["doctor", "runs/defualt"]):
+        code, err = run_cli(argv, capsys)
+        assert code == 2 and err.startswith("error: ") and "Traceback" not in err, err
+        assert "runs/defualt" in err and "did you mean runs/default?" in err, err
+    code, err = run_cli(["train", "model.path=runs/defualt"], capsys)
+    assert code == 2 and "no such directory; did you mean runs/default?" in err, err
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["default"]  # no run made
+
+
+def test_an_uncached_hub_id_with_no_hub_fails_at_once(tmp_path, capsys, monkeypatch) -> None:
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: no hub
+    start = time.monotonic()
+    code, err = run_cli(["train", "model.path=some-org/uncached-model"], capsys)
+    assert code == 2 and "Traceback" not in err, err
+    assert "'some-org/uncached-model' is not a local directory nor in the Hugging Face " \
+           "cache" in err and "cannot be reached" in err and "--local-dir" in err, err
+    assert time.monotonic() - start < 20  # not the hub client's retries (about 40 s)
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    code, err = run_cli(["train", "model.path=some-org/uncached-model"], capsys)
+    assert code == 2 and "HF_HUB_OFFLINE is set" in err, err

@@ -67,6 +67,21 @@ def test_train_help_lists_the_config_keys(capsys) -> None:
         assert key in out, key
 
 
+@pytest.mark.parametrize("columns", [80, 100])
+def test_every_help_fits_the_terminal_width(columns: int, capsys, monkeypatch) -> None:
+    from turnrl.cli import COMMANDS
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    for command in ["", *(c.__name__.rsplit(".", 1)[-1] for c in COMMANDS)]:
+        name = {"evaluate": "eval", "check_env": "check-env", "init_model": "init-model"}.get(
+            command, command)
+        with pytest.raises(SystemExit):
+            main([name, "--help"] if name else ["--help"])
+        out = capsys.readouterr().out
+        wide = [line for line in out.splitlines() if len(line) > columns]
+        assert out and not wide, (name, wide[:3])
+
+
 def test_bad_override_is_one_error_line_naming_the_key(capsys) -> None:
     assert main(["train", "train.stepz=1"]) == 2
     line = one_error_line(capsys)

@@ -29,7 +29,8 @@ def test_spec_and_instance_spec() -> None:
     env = ReferentialGame(num_candidates=5, max_words=3)
     assert env.spec.id == "referential-v0" and env.spec.agents == ("speaker", "listener")
     assert env.spec.has_oracle and env.spec.max_turns == 2
-    assert env.spec.kwargs == {"num_candidates": 5, "max_words": 3, "max_turns": 2}
+    assert env.spec.kwargs == {"num_candidates": 5, "max_words": 3, "max_turns": 2,
+                               "oracle_words": "fewest"}
     assert SPEC.kwargs == {"num_candidates": 3, "max_words": 4}
 
 
@@ -38,9 +39,10 @@ def test_check_multi_env_passes(num_candidates: int) -> None:
     check_multi_env(ReferentialGame(num_candidates=num_candidates), seeds=range(5))
 
 
+@pytest.mark.parametrize("oracle_words", ["fewest", "all"])
 @pytest.mark.parametrize("num_candidates", [2, 3, 4, 5, 6])
-def test_oracles_always_succeed(num_candidates: int) -> None:
-    env = ReferentialGame(num_candidates=num_candidates)
+def test_oracles_always_succeed(num_candidates: int, oracle_words: str) -> None:
+    env = ReferentialGame(num_candidates=num_candidates, oracle_words=oracle_words)
     for seed in range(100):
         episode = play_episode(env, ORACLES, seed=seed)
         assert episode.outcomes == {"speaker": "success", "listener": "success"}, seed
@@ -204,6 +206,16 @@ def test_step_after_the_end_raises() -> None:
     env.step("1")
     with pytest.raises(RuntimeError, match="reset"):
         env.step("1")
+
+
+def test_oracle_speaker_with_all_words_names_the_target_as_listed() -> None:
+    env = ReferentialGame(num_candidates=6, oracle_words="all")
+    for seed in range(20):
+        info = env.reset(seed=seed)
+        assert env.oracle_action() == info["target"]  # three words: a copy of its name
+    with pytest.raises(ValueError, match=r"oracle_words must be one of \('fewest', 'all'\), "
+                       r"got 'some'"):
+        ReferentialGame(oracle_words="some")
 
 
 @pytest.mark.parametrize("kwargs, name", [

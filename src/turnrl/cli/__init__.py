@@ -25,6 +25,7 @@ from turnrl.cli import (
     check_env,
     common,
     compare,
+    doctor,
     envs,
     evaluate,
     init_model,
@@ -45,14 +46,14 @@ from turnrl.io import RunWriteError
 __all__ = ["build_parser", "main"]
 
 # in the order `turnrl --help` lists them
-COMMANDS = (train, sft, evaluate, serve, status, report, show, compare, sweep, envs, play,
-            check_env, algos, init_model, pretrain, probe)
+COMMANDS = (train, sft, evaluate, serve, status, doctor, report, show, compare, sweep, envs,
+            play, check_env, algos, init_model, pretrain, probe)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="turnrl", description="Multi-turn RL for language-model agents.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=common.WrappingFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common_options = argparse.ArgumentParser(add_help=False)
     loudness = common_options.add_mutually_exclusive_group()
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "bars, deprecation warnings, Ray's notices)")
 
     def add(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        kwargs["formatter_class"] = common.WrappingFormatter  # at the terminal's width
         return sub.add_parser(name, parents=[common_options], **kwargs)
 
     for command in COMMANDS:

@@ -63,6 +63,23 @@ def split_config_args(items: Sequence[str], default: str = "default.yaml"
 
 
 @functools.cache
+class WrappingFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's help at the terminal's width (``COLUMNS``, else 80 when not a terminal):
+    descriptions and epilogs keep their line breaks and indentation, and a line longer
+    than the width wraps under its own indentation."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        lines = []
+        for line in text.splitlines():
+            lead = indent + line[:len(line) - len(line.lstrip())]
+            lines.append(textwrap.fill(line.strip(), width, initial_indent=lead,
+                                       subsequent_indent=lead, break_long_words=False,
+                                       break_on_hyphens=False) if line.strip() else "")
+        return "\n".join(lines)
+
+
 def config_epilog(schema: type[BaseModel] = Config) -> str:
     """The ``--help`` epilog of a command that takes a config: every key of ``schema``."""
     return "config keys:\n" + config_help(schema)
@@ -70,11 +87,15 @@ def config_epilog(schema: type[BaseModel] = Config) -> str:
 
 def model_target(model: str) -> Path | str:
     """A run dir's newest checkpoint (named on stderr: a run still training may have newer
-    steps to come), else ``model`` as given (a model dir, hub id, tiny)."""
+    steps to come), else ``model`` as given (a model dir, hub id, tiny); a path here that
+    does not exist is a usage error naming the closest name there."""
     from turnrl.console import verbosity
+    from turnrl.io import looks_local, suggest_path
     from turnrl.train.checkpoint import checkpoint_step, latest_checkpoint
 
     target = Path(model)
+    if not target.exists() and looks_local(model):
+        raise UsageError(f"{model!r}: no such run or model dir{suggest_path(target)}")
     if (target / "checkpoints").is_dir():
         checkpoint = latest_checkpoint(target)
         if checkpoint is None:

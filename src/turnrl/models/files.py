@@ -25,6 +25,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 from transformers.pytorch_utils import Conv1D
 
+from turnrl.io import looks_local, suggest_path
 from turnrl.models.policy import ModelLoadError
 
 # The module types peft's LoRA can wrap (transformers' Conv1D is GPT-2's linear layer).
@@ -48,6 +49,11 @@ def read_config(path: str) -> PretrainedConfig | None:
             _read_json(path, file)
         if is_adapter_dir(local) and not (local / "config.json").is_file():
             return None
+    if not local.exists() and looks_local(path):
+        raise ModelLoadError(f"model.path {path!r}: no such directory{suggest_path(local)}; "
+                             "give a model dir, a hub id, tiny or tiny-random")
+    if not local.is_dir() and (problem := hub_problem(path)) is not None:
+        raise ModelLoadError(problem)
     try:
         return AutoConfig.from_pretrained(path)
     except (OSError, ValueError, KeyError, TypeError) as error:
@@ -59,6 +65,38 @@ def read_config(path: str) -> PretrainedConfig | None:
             f"model.path {path!r} is not a local directory and cannot be loaded as a Hugging "
             f"Face hub id ({first}); check the path or the id (and the network, or set "
             "HF_HUB_OFFLINE=1 to use a cached copy)") from None
+
+
+def hub_problem(path: str, *, timeout_s: float = 3.0) -> str | None:
+    """Why hub id ``path`` cannot be loaded here, said at once instead of after the hub
+    client's retries: it is not in the local cache and ``HF_HUB_OFFLINE`` is set, or the
+    hub (``HF_ENDPOINT``, default huggingface.co) does not answer within ``timeout_s``.
+    None when it is cached or the hub answers."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        if isinstance(try_to_load_from_cache(path, "config.json"), str):
+            return None
+    except ValueError:  # not a valid repo id: transformers says why
+        return None
+    fix = ("give a local model dir (a path here), or download it where there is network "
+           f"(`huggingface-cli download {path} --local-dir DIR`) and pass DIR")
+    if constants.HF_HUB_OFFLINE:
+        return (f"model.path {path!r} is not a local directory nor in the Hugging Face cache, "
+                f"and HF_HUB_OFFLINE is set; {fix}")
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", constants.ENDPOINT))
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or 443
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as error:
+        return (f"model.path {path!r} is not a local directory nor in the Hugging Face cache, "
+                f"and the hub ({host}) cannot be reached from here ({error}); {fix} (with "
+                "HF_HUB_OFFLINE=1 a cached copy is used without asking the hub)")
+    return None
 
 
 def _read_json(path: str, file: Path) -> dict:

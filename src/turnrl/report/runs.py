@@ -40,11 +40,16 @@ class RunRecord:
 
     def phase(self, phase: str) -> list[dict[str, Any]]:
         """The rows of ``phase`` (``sft``, ``train``, ``eval``, ``alarm``), one per step: a
-        rollback re-runs steps, and the later row of a step replaces the earlier."""
+        rollback re-runs steps, and the later row of a step replaces the earlier; a later
+        row with none of the earlier one's metrics (a separate policy's SFT step, logged
+        after main's: ``policy/<name>/sft/*``) joins it instead."""
         latest: dict[int, dict[str, Any]] = {}
         for row in self.rows:
             if row.get("phase") == phase:
-                latest.pop(row["step"], None)  # keep the latest one, in the order of steps
+                earlier = latest.pop(row["step"], None)  # the latest one, in step order
+                if earlier is not None and not (set(earlier) & set(row)) - {
+                        "step", "phase", "time"}:
+                    row = {**earlier, **row}
                 latest[row["step"]] = row
         return sorted(latest.values(), key=lambda row: row["step"])
 

@@ -11,7 +11,9 @@ too). Two steps, the speaker first, then the episode ends for both (terminated).
 listed item that a word singles out is the ``choose`` skill of the built-in base's corpus.
 
 Kwargs: ``num_candidates`` (2 to 6, default 3), ``max_words`` (3 to 10, default 4: three
-words single out any target) and ``max_turns`` (at least 2, default 2).
+words single out any target), ``max_turns`` (at least 2, default 2) and ``oracle_words``
+(``"fewest"``, the default, or ``"all"``: how the oracle speaker describes the target, see
+below).
 
 Rewards: a team reward, 1.0 to both agents if the listener picked the target and 0.0
 otherwise (both at the listener's step; the speaker's step earns 0.0). At the end
@@ -26,8 +28,13 @@ allowed: ``" 2."``) is invalid and a failure.
 
 The oracle speaker names the fewest attributes of the target that no other candidate shares
 (the first such set in the order size, colour, shape; words always in that order:
-``"big star"``). The oracle listener writes the first candidate that has every attribute word
-of the description, and when none has, a candidate drawn from the episode's rng at reset.
+``"big star"``), or with ``oracle_words="all"`` every attribute, the target as listed
+(``"big red star"``): then the game is one of copying, the target's name from the
+speaker's prompt into the description and from the description to the list, the skill the
+built-in base is best at (docs/pretraining.md), instead of choosing distinguishing
+attributes and matching them. The oracle listener writes the first candidate that has every
+attribute word of the description, and when none has, a candidate drawn from the episode's
+rng at reset.
 ``sample_action(rng)`` is 1 to ``max_words`` random attribute words, or a random candidate.
 
 ::
@@ -81,6 +88,7 @@ WORDS = tuple(value for name in ORDER for value in ATTRIBUTES[name])
 OBJECTS: tuple[tuple[str, ...], ...] = tuple(itertools.product(*(ATTRIBUTES[n] for n in ORDER)))
 CANDIDATES_RANGE = (2, 6)
 MAX_WORDS_RANGE = (3, 10)
+ORACLE_WORDS = ("fewest", "all")  # the oracle speaker's descriptions (oracle_words)
 MAX_DESCRIPTION_CHARS = 80  # what the listener is shown of the speaker's reply, at most
 LISTENER_REPLY = re.compile(r"[\s.,;:!?()\[\]'\"#*]*([0-9]{1,3})[\s.,;:!?()\[\]'\"*]*")
 SPEAKER_ROLE = "Referential game. You are the speaker: the listener must pick the target from " \
@@ -94,13 +102,18 @@ class ReferentialGame(TurnTableEnv):
     candidates (see the module docstring)."""
 
     def __init__(self, *, num_candidates: int = 3, max_words: int = 4,
-                 max_turns: int = 2) -> None:
+                 max_turns: int = 2, oracle_words: str = "fewest") -> None:
         _check_int("num_candidates", num_candidates, *CANDIDATES_RANGE)
         _check_int("max_words", max_words, *MAX_WORDS_RANGE)
         _check_int("max_turns", max_turns, 2, None)
+        if oracle_words not in ORACLE_WORDS:
+            raise ValueError(f"referential: oracle_words must be one of {ORACLE_WORDS}, got "
+                             f"{oracle_words!r}")
         self.num_candidates, self.max_words = num_candidates, max_words
+        self.oracle_words = oracle_words
         self.spec = replace(SPEC, max_turns=max_turns, kwargs={
-            "num_candidates": num_candidates, "max_words": max_words, "max_turns": max_turns})
+            "num_candidates": num_candidates, "max_words": max_words, "max_turns": max_turns,
+            "oracle_words": oracle_words})
         self.table = TurnTable(AGENTS)
         self._rng: random.Random | None = None
         self._objects: list[tuple[str, ...]] = []  # the speaker's order
@@ -149,6 +162,8 @@ class ReferentialGame(TurnTableEnv):
         if not self.table.live:
             return None
         if self.table.current == "speaker":
+            if self.oracle_words == "all":
+                return _name(self._target)
             return _shortest_description(self._target, self._objects)
         words = [w for w in re.findall(r"[a-z]+", self._description.lower()) if w in WORDS]
         matches = [i for i, o in enumerate(self._shown) if all(w in o for w in words)]
