@@ -166,6 +166,27 @@ def test_eval_of_a_model_dir_prints_a_table_with_success(tiny_model_dir: Path, t
     assert 0.0 <= records[-1]["eval/success"] <= 1.0
 
 
+def test_an_interrupted_eval_leaves_no_run_dir_and_a_long_one_is_printed_whole(
+        tiny_model_dir: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    import turnrl.train.setup as setup
+
+    out = tmp_path / ("a_long_folder_name_" * 6) / "out"
+    argv = ["eval", str(tiny_model_dir), "--env", "arithmetic-v0", "--episodes", "2",
+            "--out-dir", str(out)]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(setup, "evaluate_run", interrupted)
+        assert main(argv) != 0  # "interrupted"
+    assert not out.exists() or not any(out.iterdir())  # nothing half-written is left
+    assert main(argv) == 0
+    assert [p.name for p in out.iterdir()] == ["eval-arithmetic-v0"]  # no -2 suffix
+    printed = capsys.readouterr().out
+    assert f"run dir: {out / 'eval-arithmetic-v0'}" in printed  # on one line, never cut
+
+
 def test_unknown_env_kwarg_is_one_error_line_before_any_work(capsys) -> None:
     assert main(["train", "env.kwargs.hole_probb=0.3"]) == 2
     line = one_error_line(capsys)

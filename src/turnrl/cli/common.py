@@ -95,7 +95,8 @@ def model_target(model: str) -> Path | str:
 
     target = Path(model)
     if not target.exists() and looks_local(model):
-        raise UsageError(f"{model!r}: no such run or model dir{suggest_path(target)}")
+        raise UsageError(f"{model!r} does not exist (no such run or model dir)"
+                         f"{suggest_path(target)}")
     if (target / "checkpoints").is_dir():
         checkpoint = latest_checkpoint(target)
         if checkpoint is None:
@@ -134,7 +135,7 @@ def print_results(before: dict[str, float] | None, after: dict[str, float] | Non
                   run_dir: Path, wall_time_s: float | None,
                   labels: tuple[str, str] = ("after SFT (before RL)", "after RL")) -> None:
     """The before/after table: success, pass@k and reward with 95% intervals."""
-    table = Table(title=f"evaluation on held-out seeds ({run_dir})")
+    table = Table(title="evaluation on held-out seeds")
     table.add_column("metric")
     columns = [(name, s) for name, s in zip(labels, (before, after), strict=True)
                if s is not None]
@@ -155,6 +156,7 @@ def print_results(before: dict[str, float] | None, after: dict[str, float] | Non
         table.add_row(key, *(f"{s[key]:.3f}" if key in s else "-" for _, s in columns))
     console = Console()
     console.print(table)
+    console.print(f"run dir: {run_dir}", soft_wrap=True, highlight=False)  # never cut
     if before is not None and after is not None:
         gain = 100 * (after["success"] - before["success"])
         console.print(f"success change: [bold]{gain:+.1f}[/] percentage points")

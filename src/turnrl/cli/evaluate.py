@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -58,9 +59,14 @@ def run(args: argparse.Namespace) -> int:
     checked = validate(cfg)
     check_inputs(cfg, resume=None)  # the model dir, before a run dir exists
     run = open_run(checked)
-    if run.players is not None:
-        run.players.adopt(players)
-    summary = evaluate_run(run, 0, "held-out")
+    try:
+        if run.players is not None:
+            run.players.adopt(players)
+        summary = evaluate_run(run, 0, "held-out")
+    except BaseException:  # interrupted or failed: no half-written eval dir is left behind
+        run.close()
+        shutil.rmtree(run.run_dir, ignore_errors=True)
+        raise
     run.close()
     print_results(None, summary, run_dir=run.run_dir, wall_time_s=None,
                   labels=("", str(args.model)))

@@ -59,7 +59,8 @@ def show(run_dir: Path, console: Console, *, step: int | None = None, episode: i
     agent = f", agent {episodes[episode]['agent']}" if episodes[episode].get("agent") else ""
     console.print(f"\n[bold]episode {episode}[/] (group {view['group']}, seed {view['seed']}, "
                   f"{view['env_id']}{agent}): reward {view['reward']:.3f}, "
-                  f"{'success' if view['success'] else 'failure'}, {view['turns']} turns")
+                  f"{'success' if view['success'] else 'failure'}, {view['turns']} "
+                  f"turn{'' if view['turns'] == 1 else 's'}")
     if view["error"]:
         console.print(f"[red]env error[/]: {escape(str(view['error']))}")
     k = 0
