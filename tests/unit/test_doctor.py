@@ -54,6 +54,8 @@ def test_a_random_init_that_never_fitted_is_named_with_the_fix(tmp_path) -> None
     assert found["model"].level == "problem" and "model.path=tiny" in found["model"].fix
     assert found["sft_fit"].level == "problem"
     assert "1.390 -> 1.390" in found["sft_fit"].summary and "sft.epochs" in found["sft_fit"].fix
+    assert found["sft_noise"].level == "problem"  # the defaults train random replies
+    assert "sft.train_random_actions=false" in found["sft_noise"].fix
     assert found["valid_actions"].level == "problem"
     assert "90%" in found["valid_actions"].summary
     examples = found["valid_actions"].examples
@@ -68,8 +70,10 @@ def test_a_random_init_that_never_fitted_is_named_with_the_fix(tmp_path) -> None
 def test_a_run_that_learned_has_no_problem(tmp_path) -> None:
     rows = [sft(0, 1.2), sft(1, 0.6), *(sft(i, 0.05) for i in range(2, 8)),
             evaluation(0, 0.4), *(train(i) for i in range(1, 4)), evaluation(3, 0.8)]
-    found = by_check(write_run(tmp_path, rows, "model.path=tiny"))
+    found = by_check(write_run(tmp_path, rows, "model.path=tiny",
+                               "sft.train_random_actions=false"))
     assert {f.level for f in found.values()} == {"ok"}
+    assert "as context only" in found["sft_noise"].summary
     assert "0.400 at step 0 -> 0.800 at step 3" in found["outcome"].summary
 
 

@@ -10,6 +10,9 @@ the config key to change. The checks, in the order a run goes:
   against the floor of the oracle's replies: 0 when the oracle's reply is a function of the
   conversation (its moves are not random, or random ones are context only), so a fitted SFT
   ends near 0;
+- **random replies trained**: ``sft.random_action_prob`` of the demonstrations' replies are
+  random, and with ``sft.train_random_actions`` the model is taught them: right where a random
+  move is still a legal one (frozenlake), fatal where any other reply is wrong (count up);
 - **SFT batches with nothing to train** (``sft/empty_demos``): demonstrations a random
   first move ended before any trained reply;
 - **valid actions after SFT**: invalid actions per turn at the evaluation before RL, and the
@@ -92,11 +95,31 @@ def check_sft_fit(cfg: Config, run: RunRecord) -> Finding | None:
              "0: the oracle's reply is a function of the conversation")
     seen = (f"SFT loss {first:.3f} -> {last:.3f} nats per reply token over {len(losses)} "
             f"steps; the oracle's replies have an entropy floor of {floor}")
-    if last > SFT_FITTED and last > 0.5 * first:
+    if last > SFT_FITTED and (last > 0.5 * first or noisy):
         return Finding("sft_fit", PROBLEM, f"SFT did not fit: {seen}",
+                       "sft.train_random_actions=false if random replies are trained (above); "
                        "more demonstrations or passes (sft.episodes, sft.epochs), sft.lr; from "
                        "the random init, model.path=tiny")
     return Finding("sft_fit", OK if last <= SFT_FITTED else NOTE, seen)
+
+
+def check_sft_noise(cfg: Config, run: RunRecord) -> Finding | None:
+    c = cfg.sft
+    if not c.enabled or c.source != "oracle" or not c.random_action_prob:
+        return None
+    share = f"{c.random_action_prob:.0%} of the demonstrations' replies are random"
+    if not c.train_random_actions:
+        return Finding("sft_noise", OK, f"{share}, as context only "
+                       "(sft.train_random_actions: false)")
+    losses = [float(r["sft/loss"]) for r in run.phase("sft")
+              if isinstance(r.get("sft/loss"), int | float)]
+    level = PROBLEM if losses and sum(losses[-5:]) / len(losses[-5:]) > SFT_FITTED else NOTE
+    return Finding("sft_noise", level, f"{share} and the model is trained on them "
+                   f"(sft.random_action_prob={c.random_action_prob:g}, "
+                   "sft.train_random_actions: true): it learns to answer at random that "
+                   "often, which helps only where a random reply is still a good move",
+                   "sft.train_random_actions=false (random replies stay as context, only the "
+                   "oracle's are learned), or sft.random_action_prob=0")
 
 
 def check_sft_empty(cfg: Config, run: RunRecord) -> Finding | None:
@@ -199,7 +222,7 @@ def check_outcome(cfg: Config, run: RunRecord) -> Finding | None:
 
 
 CHECKS: tuple[Callable[[Config, RunRecord], Finding | None], ...] = (
-    check_model, check_sft_fit, check_sft_empty, check_valid_actions, check_reward_spread,
+    check_model, check_sft_fit, check_sft_noise, check_sft_empty, check_valid_actions, check_reward_spread,
     check_budget, check_outcome)
 
 
