@@ -140,3 +140,23 @@ def test_screenshots(tiny_run, tmp_path, open_page):
     compared = write_compare(compare(runs), tmp_path / "compare.html")
     open_page(compared, width=1280).page.screenshot(path=str(out / "compare.png"),
                                                     full_page=True)
+
+
+def test_titles_legends_and_step_axes_read_cleanly(tiny_run, open_page):
+    """The toolbar never covers a title (upright at the right edge, on hover), the timing
+    legend tells rollout from update, and step axes tick at whole steps."""
+    run_dir, _ = tiny_run
+    page = open_page(run_dir / "report.html", width=900)
+    for key in ("reward", "success", "timing"):
+        plot = page.page.locator(f"#fig-{key}")
+        plot.hover()
+        title = plot.locator(".gtitle").bounding_box()
+        bar = plot.locator(".modebar").bounding_box()
+        assert title and bar, key
+        assert title["x"] + title["width"] <= bar["x"] or \
+            title["y"] + title["height"] <= bar["y"], (key, title, bar)  # no overlap
+        ticks = plot.locator(".xtick text").evaluate_all("els => els.map(e => e.textContent)")
+        assert ticks and all(re.fullmatch(r"\d+", t) for t in ticks), (key, ticks)
+    swatches = page.page.locator("#fig-timing .legend .traces .legendpoints path")
+    styles = {swatches.nth(i).get_attribute("style") for i in range(swatches.count())}
+    assert len(styles) >= 2  # rollout and update drawn differently in the legend

@@ -26,12 +26,24 @@ def colour(i: int) -> str:
 
 
 def _layout(title: str, x_title: str, y_title: str = "", **extra: Any) -> dict[str, Any]:
-    return {"title": {"text": title, "font": {"size": 14}}, "height": 300,
-            "margin": {"l": 50, "r": 10, "t": 36, "b": 40},
+    """A panel's layout: the title at the left (the toolbar stands upright at the right edge,
+    shown on hover, so it never covers the title), the legend below."""
+    return {"title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"},
+            "height": 300, "margin": {"l": 50, "r": 36, "t": 36, "b": 40},
+            "modebar": {"orientation": "v"},
             "xaxis": {"title": {"text": x_title}, "zeroline": False},
             "yaxis": {"title": {"text": y_title}, "zeroline": False},
             "legend": {"orientation": "h", "y": -0.25, "font": {"size": 11}},
             "hovermode": "x unified", "template": "plotly_white", **extra}
+
+
+def integer_ticks(layout: dict[str, Any], steps: list[int]) -> None:
+    """Step axes tick at whole steps only: a spacing of 1, 2, 5, 10, 20, ... giving at most
+    10 ticks over ``steps``."""
+    span = max(steps, default=1) - min(steps, default=0)
+    dtick = next(d for d in (m * 10 ** e for e in range(9) for m in (1, 2, 5))
+                 if span / d <= 10)
+    layout["xaxis"].update({"tick0": 0, "dtick": dtick, "tickformat": "d"})
 
 
 def _markers(runs: list[RunRecord], layout: dict[str, Any]) -> list[dict[str, Any]]:
@@ -89,6 +101,7 @@ def learning_curves(runs: list[RunRecord]) -> list[dict[str, Any]]:
         if not data or (panel.if_nonzero and not any(any(t["y"]) for t in data)):
             continue
         layout = _layout(panel.title, panel.x_title)
+        integer_ticks(layout, [x for trace in data for x in trace["x"]])
         if panel.x_title == "RL step":
             data.extend(_markers(runs, layout))
         figures.append({"key": panel.key, "title": panel.title,
@@ -102,11 +115,13 @@ def timing_figure(runs: list[RunRecord]) -> dict[str, Any] | None:
     for i, run in enumerate(runs):
         t = c.timings(run)
         prefix = "" if len(runs) == 1 else f"{run.name}: "
-        for key, label, opacity in (("rollout", "rollout", 1.0), ("update", "update", 0.55)):
-            if t["steps"]:
+        for key, label, pattern in (("rollout", "rollout", ""), ("update", "update", ".")):
+            if t["steps"]:  # the update hatched, so the legend tells them apart too
                 data.append({"type": "bar", "x": t["steps"], "y": t[key],
-                             "name": prefix + label, "marker": {"color": colour(i),
-                                                                "opacity": opacity},
+                             "name": prefix + label, "marker": {
+                                 "color": colour(i), "pattern": {
+                                     "shape": pattern, "fillmode": "replace",
+                                     "bgcolor": "white", "fgcolor": colour(i), "size": 6}},
                              "offsetgroup": str(i), "legendgroup": run.name})
         if t["eval_steps"]:
             data.append({"type": "bar", "x": t["eval_steps"], "y": t["eval"],
@@ -116,6 +131,7 @@ def timing_figure(runs: list[RunRecord]) -> dict[str, Any] | None:
     if not data:
         return None
     layout = _layout("Time per step (s)", "RL step", "seconds", barmode="relative")
+    integer_ticks(layout, [x for trace in data for x in trace["x"]])
     return {"key": "timing", "title": "Time per step", "figure": {"data": data,
                                                                  "layout": layout}}
 

@@ -6,7 +6,7 @@
     const div = document.getElementById("fig-" + figure.key);
     if (div) {
       Plotly.newPlot(div, figure.figure.data, figure.figure.layout,
-                     {displaylogo: false, responsive: true});
+                     {displaylogo: false, responsive: true, displayModeBar: "hover"});
     }
   }
 })();
