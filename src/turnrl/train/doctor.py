@@ -222,8 +222,8 @@ def check_outcome(cfg: Config, run: RunRecord) -> Finding | None:
 
 
 CHECKS: tuple[Callable[[Config, RunRecord], Finding | None], ...] = (
-    check_model, check_sft_fit, check_sft_noise, check_sft_empty, check_valid_actions, check_reward_spread,
-    check_budget, check_outcome)
+    check_model, check_sft_fit, check_sft_noise, check_sft_empty, check_valid_actions,
+    check_reward_spread, check_budget, check_outcome)
 
 
 def as_json(findings: list[Finding]) -> str:
