@@ -88,7 +88,8 @@ def test_budgets(tmp_path, metrics: dict, check: str, fix: str) -> None:
 
 
 def test_sft_batches_with_nothing_to_train(tmp_path) -> None:
-    rows = [sft(i, 0.05, empty=0.5) for i in range(4)]
-    found = by_check(write_run(tmp_path, rows))
+    rows = [sft(i, 0.05, empty=300.0) for i in range(4)]  # a count: 300 of 1000
+    found = by_check(write_run(tmp_path, rows, "sft.episodes=1000"))
     assert found["sft_empty"].level == "problem"
+    assert "300 of the 1000 SFT demonstrations (30%)" in found["sft_empty"].summary
     assert "sft.train_random_actions=true" in found["sft_empty"].fix

@@ -52,6 +52,6 @@ def run(args: argparse.Namespace) -> int:
             table = Table("task", "the model's first reply", "the oracle's", box=None,
                           padding=(0, 1))
             for task, reply, oracle in f.examples:
-                table.add_row(escape(task[-60:]), escape(repr(reply)), escape(repr(oracle)))
+                table.add_row(escape(task), escape(repr(reply)), escape(repr(oracle)))
             console.print(table)
     return 0

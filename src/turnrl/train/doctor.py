@@ -123,15 +123,18 @@ def check_sft_noise(cfg: Config, run: RunRecord) -> Finding | None:
 
 
 def check_sft_empty(cfg: Config, run: RunRecord) -> Finding | None:
-    empty = _mean(run.phase("sft"), "sft/empty_demos")
-    if empty is None:
+    empty = _mean(run.phase("sft"), "sft/empty_demos")  # a count, the same on every step
+    if empty is None or cfg.sft.source != "oracle":
         return None
-    if empty > EMPTY_DEMOS:
-        return Finding("sft_empty", PROBLEM, f"{empty:.0%} of the SFT demonstrations had no "
-                       "reply to train on (a random first move ended them)",
+    agents = envs.spec(cfg.env.id).agents if cfg.env.id in envs.registered_ids() else ()
+    played = sum(cfg.multi.agents.get(a, "main") == "main" for a in agents) or 1
+    share = empty / max(cfg.sft.episodes * played, 1)  # one demonstration per agent played
+    seen = (f"{empty:.0f} of the {cfg.sft.episodes * played} SFT demonstrations ({share:.0%}) "
+            "had no reply to train on")
+    if share > EMPTY_DEMOS:
+        return Finding("sft_empty", PROBLEM, f"{seen} (a random first move ended them)",
                        "sft.random_action_prob lower, or sft.train_random_actions=true")
-    return Finding("sft_empty", OK, f"{empty:.0%} of the SFT demonstrations had nothing to "
-                   "train")
+    return Finding("sft_empty", OK, seen)
 
 
 def check_valid_actions(cfg: Config, run: RunRecord) -> Finding | None:
