@@ -4,6 +4,7 @@ token statistics, meta.json, eval times) and ``turnrl report`` on it."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -127,6 +128,7 @@ def test_turnrl_show_prints_a_steps_episodes_and_a_transcript(tiny_run, capsys):
     out = capsys.readouterr().out
     assert "tiny: step 3" in out and f"episode 1 (group {episodes[1]['group_id']}" in out
     assert out.count("assistant (turn 0: reward") == 1  # one turn per arithmetic episode
+    assert re.search(r", 1 turn\b", out) and "1 turns" not in out
     assert episodes[1]["messages"][0]["content"] in out
     # evaluations keep their episodes too: before RL (0), every eval_every (2), after (4)
     assert sorted(p.name for p in (run_dir / "samples").glob("eval_*.jsonl")) == [
