@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from test_train_loop import SMALL_RUN
 
 from turnrl.config import load_config
@@ -93,3 +94,27 @@ def test_a_pool_run_resumes_exactly(tmp_path) -> None:
     a = load_file(str(whole.run_dir / "checkpoints" / "step_4" / "model.safetensors"))
     b = load_file(str(resumed.run_dir / "checkpoints" / "step_4" / "model.safetensors"))
     assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+
+
+def test_a_checkpoint_of_another_run_plays_frozen_and_is_rated(tmp_path) -> None:
+    """multi.frozen_models: a checkpoint of an earlier run plays o, never trains, is met in
+    evaluation and rated against the model."""
+    first = train(load_config(None, [*SMALL_RUN, *TICTACTOE, f"run.out_dir={tmp_path}",
+                                     "run.name=first", "multi.eval_opponents=[random]"]))
+    champion = first.run_dir / "checkpoints" / "step_3"
+    from safetensors.torch import load_file
+
+    before = load_file(str(champion / "model.safetensors"))
+    result = train(load_config(None, [
+        *SMALL_RUN, *TICTACTOE, f"run.out_dir={tmp_path}", "run.name=second",
+        f"multi.frozen_models={{champion: {champion}}}", "multi.agents={o: champion}",
+        "multi.eval_opponents=[champion, random]", "train.save_samples=64"]))
+    assert result.after is not None
+    rates = [result.after[f"vs_champion/{k}"] for k in ("win", "draw", "loss")]
+    assert sum(rates) == pytest.approx(1.0)
+    assert {row["agent"] for row in samples(result.run_dir, 1)} == {"x"}  # o is not trained
+    rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text()
+            .splitlines()]
+    assert all("multi/rating" in r for r in rows if r["phase"] == "train")
+    after = load_file(str(champion / "model.safetensors"))
+    assert all(torch.equal(before[k], after[k]) for k in before)  # frozen: never written

@@ -25,10 +25,16 @@ def check(*overrides: str) -> None:
     ("multi.agents={x: oracle, o: random}", r"no agent of tictactoe-v0 is played by main"),
     ("rollout.max_turns=3", r"rollout.max_turns: multi-agent envs .* a cap on turns"),
     ("multi.agents={o: second}", r"'second' is not a player; .* \(a separate policy is "
-                                 r"named in multi.policies first\)"),
+                                 r"named in multi.policies first, a frozen model in "
+                                 r"multi.frozen_models\)"),
     ("multi.policies=[second]", r"multi.policies: no agent of multi.agents is played by "
                                 r"\['second'\].*e.g. multi.agents.o=second"),
     ("multi.policies=[oracle]", r"'oracle' cannot name a policy"),
+    ("multi.eval_opponents=[minimax]", r"'minimax' is not an opponent; choose from self, "
+                                       r"random, oracle, frozen"),
+    ("multi.frozen_models={champ: /no/such/dir}", r"multi.frozen_models.champ: '/no/such/dir' "
+                                                  r"is not a model dir"),
+    ("multi.frozen_models={main: /tmp}", r"'main' cannot name a frozen model"),
     ("multi.policies=[a, a]", r"names a policy twice"),
 ])
 def test_multi_settings_are_checked_against_the_env(override, message):

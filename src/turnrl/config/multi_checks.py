@@ -31,8 +31,9 @@ def check_multi(cfg: Config, env: Any) -> None:
         return
     can = {"main": True, "oracle": env.spec.has_oracle,
            "random": isinstance(env, envs.HasActionSampler), "frozen": True, "pool": True,
-           **dict.fromkeys(m.policies, True)}
+           **dict.fromkeys(m.policies, True), **dict.fromkeys(m.frozen_models, True)}
     _check_policies(cfg, agents, fail)
+    _check_frozen_models(cfg, fail)
     _check_players(cfg, agents, can, fail)
     if m.step_keys == "state" and not env.spec.has_state_key:
         raise fail("multi.step_keys", f"{cfg.env.id} declares no state keys; use turn (the "
@@ -41,10 +42,15 @@ def check_multi(cfg: Config, env: Any) -> None:
         raise fail("multi.agents", f"no agent of {cfg.env.id} is played by main, so nothing "
                    "would be trained; leave at least one agent to main")
     for opponent in m.eval_opponents:
+        if opponent not in ("self", "random", "oracle", "frozen", *m.frozen_models):
+            raise fail("multi.eval_opponents", f"{opponent!r} is not an opponent; choose from "
+                       f"self, random, oracle, frozen{''.join(', ' + n for n in m.frozen_models)}"
+                       " (a frozen model is named in multi.frozen_models first)")
         if opponent != "self" and not can[opponent]:
             raise fail("multi.eval_opponents", f"{cfg.env.id} has no {opponent} player; "
                        f"drop {opponent!r}")
-    frozen = {p for p in [*m.agents.values(), *m.eval_opponents] if p in ("frozen", "pool")}
+    frozen = {p for p in [*m.agents.values(), *m.eval_opponents]
+              if p in ("frozen", "pool", *m.frozen_models)}
     if frozen and cfg.rollout.engine != "hf":
         raise fail("rollout.engine", f"the players {sorted(frozen)} of multi.* run on engines "
                    "of their own, which only rollout.engine=hf starts so far")
@@ -104,16 +110,34 @@ def _check_policies(cfg: Config, agents: list[str],
                    f"{unplayed[0]}, or remove them")
 
 
+def _check_frozen_models(cfg: Config, fail: Callable[[str, str], ConfigError]) -> None:
+    """``multi.frozen_models``: names free of the other players', each a model dir here."""
+    from pathlib import Path
+
+    for name, path in cfg.multi.frozen_models.items():
+        key = f"multi.frozen_models.{name}"
+        if name in PLAYERS or name in cfg.multi.policies or not name.isidentifier():
+            raise fail(key, f"{name!r} cannot name a frozen model: use a word of letters, "
+                       f"digits and _ other than {', '.join([*PLAYERS, *cfg.multi.policies])}")
+        folder = Path(path).expanduser()
+        if not (folder / "config.json").is_file() and \
+                not (folder / "adapter_config.json").is_file():
+            raise fail(key, f"{path!r} is not a model dir (no config.json or "
+                       "adapter_config.json); give a checkpoint (RUN/checkpoints/step_<n>) or "
+                       "a saved model dir")
+
+
 def _check_players(cfg: Config, agents: list[str], can: dict[str, bool],
                    fail: Callable[[str, str], ConfigError]) -> None:
     for agent, player in cfg.multi.agents.items():
         if agent not in agents:
             raise fail(f"multi.agents.{agent}", f"{cfg.env.id} has no agent {agent!r}; its "
                        f"agents are {', '.join(agents)}")
-        if player not in PLAYERS and player not in cfg.multi.policies:
+        named = [*cfg.multi.policies, *cfg.multi.frozen_models]
+        if player not in PLAYERS and player not in named:
             raise fail(f"multi.agents.{agent}", f"{player!r} is not a player; choose one of "
-                       f"{', '.join([*PLAYERS, *cfg.multi.policies])} (a separate policy is "
-                       "named in multi.policies first)")
+                       f"{', '.join([*PLAYERS, *named])} (a separate policy is named in "
+                       "multi.policies first, a frozen model in multi.frozen_models)")
         if not can[player]:
             raise fail(f"multi.agents.{agent}", f"{cfg.env.id} has no {player} player (no "
                        f"{'oracle_action' if player == 'oracle' else 'sample_action'})")

@@ -226,8 +226,7 @@ class EnvConfig(Section):
         return self
 
 
-Opponent = Literal["self", "random", "oracle", "frozen"]
-OPPONENTS: tuple[Opponent, ...] = ("random", "oracle", "self")
+OPPONENTS = ("random", "oracle", "self")  # multi.eval_opponents' default
 
 
 class MultiConfig(Section):
@@ -237,7 +236,8 @@ class MultiConfig(Section):
         default_factory=dict, description="Agent -> its player: main (the run's model, "
         "trained; several agents on main is self-play with one shared model), oracle (the "
         "env's scripted expert), random (random legal replies), frozen (the model as RL "
-        "began) or pool (a past version of main, one per task: fictitious self-play). "
+        "began), pool (a past version of main, one per task: fictitious self-play), a "
+        "separate policy of multi.policies, or a frozen model of multi.frozen_models. "
         "Unlisted agents are main; e.g. {o: oracle} trains x against the oracle."
     )
     policies: list[str] = Field(
@@ -246,6 +246,13 @@ class MultiConfig(Section):
         "on the shared frozen base with model.lora.enabled, else a full copy of the model), "
         "with its own SFT on its agents' demonstrations, learner, optimizer and checkpoint "
         "(docs/multi_agent.md); e.g. [o] with multi.agents {o: o}."
+    )
+    frozen_models: dict[str, str] = Field(
+        default_factory=dict, description="Frozen players from model dirs, by name (a "
+        "checkpoint of an earlier run, an SFT model, any model dir with the run's "
+        "tokenizer): each may play an agent of multi.agents or meet the model in evaluation "
+        "(multi.eval_opponents), rated with the others, never trained; e.g. {champion: "
+        "runs/ttt/checkpoints/step_30}."
     )
     pool_every: int = Field(
         5, ge=1, description="Every N RL steps the model joins the opponent pool (players: "
@@ -265,11 +272,12 @@ class MultiConfig(Section):
         "position), turn (the agent and its turn number: AT-GRPO's grouping by agent and "
         "turn), none; auto: state when the env declares state keys, else none."
     )
-    eval_opponents: list[Opponent] = Field(
+    eval_opponents: list[str] = Field(
         default_factory=lambda: list(OPPONENTS), min_length=1,
-        description="Held-out evaluation against each: random, oracle or frozen (the model "
-        "as RL began; main plays one agent at a time, in every seat, the others play the "
-        "opponent), self (main plays every agent); eval/vs_<opponent>/{success,win,draw,"
+        description="Held-out evaluation against each: random, oracle, frozen (the model "
+        "as RL began) or a name of multi.frozen_models (main plays one agent at a time, in "
+        "every seat, the others play the opponent), self (main plays every agent); "
+        "eval/vs_<opponent>/{success,win,draw,"
         "loss}; the first one also gives eval/success and the other eval keys (a "
         "cooperative env: put self first)."
     )

@@ -111,7 +111,7 @@ def learning_curves(runs: list[RunRecord]) -> list[dict[str, Any]]:
 
 def timing_figure(runs: list[RunRecord]) -> dict[str, Any] | None:
     """Stacked seconds per RL step (sampling, update) and per held-out evaluation."""
-    data = []
+    data: list[dict[str, Any]] = []
     for i, run in enumerate(runs):
         t = c.timings(run)
         prefix = "" if len(runs) == 1 else f"{run.name}: "

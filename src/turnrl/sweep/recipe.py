@@ -56,7 +56,7 @@ LATER_FIELDS: dict[str, Any] = {
     # the multi section (multi-agent envs); a section left empty is left out too
     "multi.agents": {}, "multi.role_groups": True, "multi.step_keys": "auto",
     "multi.eval_opponents": ["random", "oracle", "self"], "multi.pool_every": 5,
-    "multi.pool_size": 4, "multi.policies": [],
+    "multi.pool_size": 4, "multi.policies": [], "multi.frozen_models": {},
 }
 
 

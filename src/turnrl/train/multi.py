@@ -47,10 +47,11 @@ def trained_seats(cfg: Config, agents: Sequence[str]) -> dict[str, str]:
 
 
 def uses_players(cfg: Config) -> bool:
-    """Whether the run has frozen players (``frozen`` or ``pool``, to play or to meet in
-    evaluation): then it keeps :class:`~turnrl.train.players.Players`."""
-    return any(p in (FROZEN, POOL) for p in [*cfg.multi.agents.values(),
-                                             *cfg.multi.eval_opponents])
+    """Whether the run has frozen players (``frozen``, ``pool`` or a model of
+    ``multi.frozen_models``, to play or to meet in evaluation): then it keeps
+    :class:`~turnrl.train.players.Players`."""
+    return any(p in (FROZEN, POOL, *cfg.multi.frozen_models)
+               for p in [*cfg.multi.agents.values(), *cfg.multi.eval_opponents])
 
 
 def players_for(cfg: Config, run_dir: Path, tokenizer: Any, device: torch.device,
@@ -62,7 +63,8 @@ def players_for(cfg: Config, run_dir: Path, tokenizer: Any, device: torch.device
     return Players(run_dir, tokenizer, device=device,
                    dtype=resolve_dtype(cfg.model.dtype, device), engine_options=engine_options,
                    pool_every=cfg.multi.pool_every, pool_size=cfg.multi.pool_size,
-                   seed=cfg.run.seed)
+                   seed=cfg.run.seed,
+                   models={n: Path(p).expanduser() for n, p in cfg.multi.frozen_models.items()})
 
 
 def multi_runner(cfg: Config, engine: Engine, tokenizer: Any, params: SamplingParams,

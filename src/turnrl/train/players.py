@@ -1,5 +1,6 @@
-"""The frozen players of a multi-agent run: ``frozen`` (the model as RL began) and ``pool``
-(past versions of the run's model, one sampled per task: fictitious self-play), rated with
+"""The frozen players of a multi-agent run: ``frozen`` (the model as RL began), ``pool``
+(past versions of the run's model, one sampled per task: fictitious self-play) and the named
+model dirs of ``multi.frozen_models`` (a checkpoint of another run, say), rated with
 OpenSkill.
 
 Each is a model dir under ``RUN/players/`` written once, atomically: ``start/`` when RL
@@ -45,11 +46,12 @@ class Players:
         tokenizer, device, dtype, engine_options: how to load a player and its engine.
         pool_every, pool_size: ``multi.pool_every``, ``multi.pool_size``.
         seed: the run's seed (which member each task group meets).
+        models: frozen players from model dirs (``multi.frozen_models``), by name.
     """
 
     def __init__(self, run_dir: Path, tokenizer: Any, *, device: torch.device,
                  dtype: torch.dtype, engine_options: dict[str, Any], pool_every: int,
-                 pool_size: int, seed: int) -> None:
+                 pool_size: int, seed: int, models: dict[str, Path] | None = None) -> None:
         from openskill.models import PlackettLuce
 
         self.root = run_dir / "players"
@@ -60,6 +62,7 @@ class Players:
         self.skill = PlackettLuce()
         self.ratings: dict[str, Any] = {}
         self._engines: dict[str, Engine] = {}
+        self.models = dict(models or {})
 
     # ------------------------------------------------------------------ the pool
     def begin(self, policy: torch.nn.Module) -> None:
@@ -92,10 +95,12 @@ class Players:
         return random.Random(stable_hash((self.seed, group, "pool"))).choice(self.members)
 
     def engine(self, player: str) -> Engine:
-        """The engine of ``player``: ``frozen`` (the start) or a pool member's name."""
+        """The engine of ``player``: ``frozen`` (the start), a pool member's name or a frozen
+        model's (:attr:`models`)."""
         name = START if player == FROZEN else player
         if name not in self._engines:
-            policy = load_policy(self.root / name, dtype=self.dtype, device=self.device).eval()
+            path = self.models.get(name, self.root / name)
+            policy = load_policy(path, dtype=self.dtype, device=self.device).eval()
             self._engines[name] = build_engine(policy, self.tokenizer, self.engine_options)
         return self._engines[name]
 
