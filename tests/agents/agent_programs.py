@@ -130,3 +130,48 @@ def plan_and_execute(client, task):
         model="executor", max_tokens=3,
         messages=[{"role": "user", "content": f"do: {plan.choices[0].message.content}"}])
     return AgentResult(reward=0.0, call_rewards=[0.0, 1.0], success=True)
+
+
+def concurrent_keyed(client, task):
+    """Two calls at once; each reward keyed by its reply's id (the second call's is 1)."""
+    import concurrent.futures
+
+    def ask(text):
+        return client.chat.completions.create(
+            model="policy", max_tokens=3, messages=[{"role": "user", "content": text}])
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(ask, ["first " + task["question"], "second"])
+    return AgentResult(reward=0.0, call_rewards={first.id: 0.0, second.id: 1.0})
+
+
+def concurrent_listed(client, task):
+    """Two calls at once, their rewards as a list: ambiguous, refused."""
+    import concurrent.futures
+
+    def ask(text):
+        return client.chat.completions.create(
+            model="policy", max_tokens=3, messages=[{"role": "user", "content": text}])
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(ask, ["a", "b"]))
+    return AgentResult(reward=0.0, call_rewards=[0.0, 1.0])
+
+
+def refused_then_answered(client, task):
+    """A call refused for its context (an error, never counted), then one answered: one
+    list entry is right."""
+    try:
+        client.chat.completions.create(model="policy", max_tokens=3,
+                                       messages=[{"role": "user", "content": "x" * 400}])
+    except openai.BadRequestError:
+        pass
+    client.chat.completions.create(model="policy", max_tokens=3,
+                                   messages=[{"role": "user", "content": task["question"]}])
+    return AgentResult(reward=0.0, call_rewards=[1.0])
+
+
+def unknown_reply_id(client, task):
+    client.chat.completions.create(model="policy", max_tokens=3,
+                                   messages=[{"role": "user", "content": task["question"]}])
+    return AgentResult(reward=0.0, call_rewards={"chatcmpl-not-mine": 1.0})

@@ -46,6 +46,30 @@ def test_per_call_rewards_and_the_outcome_land_on_their_turns(server) -> None:
     assert t.success and t.info["answer"] == "5" and t.info["segments"] == 1
 
 
+def test_rewards_keyed_by_reply_id_land_on_their_calls_whatever_the_order(server) -> None:
+    for _ in range(3):  # the two calls race: whichever is answered first
+        trajectories = run(server, agent_programs.concurrent_keyed, seeds=[0], group_size=1)
+        assert len(trajectories) == 2  # one segment per conversation
+        by_prompt = {t.messages[0]["content"].split()[0]: t for t in trajectories}
+        assert by_prompt["first"].turn_rewards == [0.0]
+        assert by_prompt["second"].turn_rewards == [1.0]
+
+
+def test_a_refused_call_never_counts_in_call_rewards(server) -> None:
+    (t,) = run(server, agent_programs.refused_then_answered, seeds=[0], group_size=1)
+    assert t.error is None and t.turn_rewards == [1.0]
+
+
+@pytest.mark.parametrize(("agent", "says"), [
+    (agent_programs.concurrent_listed, "the agent's calls overlapped"),
+    (agent_programs.unknown_reply_id, "names response id(s) ['chatcmpl-not-mine']"),
+])
+def test_call_rewards_that_cannot_be_placed_fail_the_run_and_say_why(server, agent,
+                                                                     says) -> None:
+    (t,) = run(server, agent, seeds=[0], group_size=1)
+    assert t.error is not None and says in t.error, t.error
+
+
 def test_an_async_agent_with_base_url_and_api_key(server) -> None:
     trajectories = run(server, agent_programs.async_answer, seeds=[0], group_size=3)
     assert len(trajectories) == 3
@@ -70,7 +94,8 @@ def test_a_seeded_runs_samples_do_not_depend_on_the_other_runs(server) -> None:
     (agent_programs.raises, "ValueError: the agent broke on 1+1"),
     (agent_programs.never_calls, "never called the model"),
     (agent_programs.returns_garbage, "return a float reward"),
-    (agent_programs.miscounts_calls, "call_rewards has 2 entries, but the agent made 1"),
+    (agent_programs.miscounts_calls, "call_rewards has 2 entries, but the agent made 1 "
+                                     "answered model calls"),
 ])
 def test_a_failed_run_is_a_failed_episode_that_says_why(server, agent, says) -> None:
     (t,) = run(server, agent, seeds=[0], group_size=1)
@@ -99,7 +124,9 @@ def test_results_are_checked() -> None:
     assert to_result({"reward": 0.5, "success": True}).success is True
     for bad, says in [("x", "return a float"), (float("nan"), "finite"),
                       ({"reward": 1, "bonus": 2}, "unknown key"),
-                      ({"reward": 1, "call_rewards": [True]}, "call_rewards")]:
+                      ({"reward": 1, "call_rewards": [True]}, "call_rewards"),
+                      ({"reward": 1, "call_rewards": {1: 0.5}}, "dict of reply id"),
+                      ({"reward": 1, "call_rewards": "0.5"}, "call_rewards")]:
         with pytest.raises(AgentError, match=says):
             to_result(bad)
 

@@ -90,7 +90,11 @@ class Session:
         self.eos_token_id = eos_token_id
         self.seed = seed
         self.segments: list[Segment] = []
-        self.calls = 0
+        self.calls = 0  # calls begun (their indices seed their samples), refused ones too
+        self.answered: list[int] = []  # the calls answered, in the order they were answered
+        self.response_ids: dict[str, int] = {}  # a reply's id -> its call
+        self.in_flight = 0
+        self.overlapped = False  # two calls were in flight at once at some point
         self._lock = threading.Lock()
 
     def call_seed(self, call: int) -> int | None:
@@ -107,6 +111,7 @@ class Session:
         policy's ledger has only its own samples)."""
         with self._lock:
             call, self.calls = self.calls, self.calls + 1
+            self._started()
             for segment in reversed(self.segments):
                 if segment.pending or segment.tools != tools or not segment.seen or \
                         segment.model != model:
@@ -136,6 +141,7 @@ class Session:
         chat template), always a segment of its own."""
         with self._lock:
             call, self.calls = self.calls, self.calls + 1
+            self._started()
             ledger = TemplateLedger(self.tokenizer)
             ledger.token_ids, ledger.loss_mask = list(prompt), [0] * len(prompt)
             ledger.logprobs, ledger.turn_index = [0.0] * len(prompt), [-1] * len(prompt)
@@ -143,6 +149,10 @@ class Session:
             segment = Segment(ledger, None, pending=True, model=model)
             self.segments.append(segment)
             return Turn(list(prompt), segment, call, [], 0)
+
+    def _started(self) -> None:
+        self.in_flight += 1
+        self.overlapped |= self.in_flight > 1
 
     def _extend(self, segment: Segment, new: list[dict]) -> tuple[list[int], int]:
         """Append the template delta of ``new`` messages (and the next assistant header) to
@@ -155,15 +165,20 @@ class Session:
         return list(ledger.token_ids), cached
 
     def finish(self, turn: Turn, sampled: list[list[int]], logprobs: list[list[float]],
-               replies: list[dict | None], versions: list[list[int] | None] | None = None
-               ) -> None:
+               replies: list[dict | None], versions: list[list[int] | None] | None = None,
+               response_id: str | None = None) -> None:
         """Record the call's sampled choices (token ids with the log-probs they were sampled
         with, and the normalised reply message the agent was given for each; None for a
         ``/v1/completions`` call, which is never continued). The first choice grows
         ``turn.segment``; each further choice gets a segment of its own (a copy of the
         context it was sampled in). ``versions``: the engine's weight version of each sampled
-        token, per choice (None: the engine keeps none)."""
+        token, per choice (None: the engine keeps none). The call counts as answered (its
+        ``response_id``, the id its reply carries, keys its reward in ``call_rewards``)."""
         with self._lock:
+            self.in_flight -= 1
+            self.answered.append(turn.call)
+            if response_id is not None:
+                self.response_ids[response_id] = turn.call
             base = _fork(turn.segment) if len(sampled) > 1 else None
             for i, (ids, lps, reply) in enumerate(zip(sampled, logprobs, replies, strict=True)):
                 if i == 0:
@@ -185,8 +200,10 @@ class Session:
 
     def abandon(self, turn: Turn) -> None:
         """A call that failed before sampling: a segment it continued is put back as it was
-        (and may be continued again); a segment it started is dropped."""
+        (and may be continued again); a segment it started is dropped. A refused call is
+        never answered, so it never counts in ``call_rewards``."""
         with self._lock:
+            self.in_flight -= 1
             segment = turn.segment
             segment.pending = False
             if not segment.calls:

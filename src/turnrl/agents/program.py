@@ -42,13 +42,16 @@ class RunFailed(RuntimeError):
 class AgentResult:
     """What an agent run earned.
 
-    ``reward`` is the outcome, given at the last call; ``call_rewards`` (optional, one per
-    model call in the order they were made) are added at each call; ``success`` defaults to
-    ``reward > 0``; ``info`` is kept in ``Trajectory.info`` (e.g. the agent's final answer).
+    ``reward`` is the outcome, given at the last call; ``call_rewards`` (optional) are added
+    at each call: a dict keyed by the id of each reply (``reply.id``; calls it leaves out get
+    0), or a list with one entry per answered call in the order they were made (only when
+    the calls never overlapped; a call refused with an error does not count); ``success``
+    defaults to ``reward > 0``; ``info`` is kept in ``Trajectory.info`` (e.g. the agent's
+    final answer).
     """
 
     reward: float
-    call_rewards: list[float] | None = None
+    call_rewards: list[float] | dict[str, float] | None = None
     success: bool | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -74,10 +77,14 @@ def to_result(value: object) -> AgentResult:
     if isinstance(result.reward, bool) or not isinstance(result.reward, int | float) \
             or not math.isfinite(result.reward):
         raise AgentError(f"the agent's reward must be a finite number, got {result.reward!r}")
-    if result.call_rewards is not None and not all(
+    given = result.call_rewards
+    values = list(given.values()) if isinstance(given, Mapping) else given
+    if given is not None and (not isinstance(given, list | Mapping) or not all(
             isinstance(r, int | float) and not isinstance(r, bool) and math.isfinite(r)
-            for r in result.call_rewards):
-        raise AgentError(f"call_rewards must be finite numbers, got {result.call_rewards!r:.80}")
+            for r in values or []) or (isinstance(given, Mapping) and not all(
+            isinstance(k, str) for k in given))):
+        raise AgentError(f"call_rewards must be a list of finite numbers or a dict of reply id "
+                         f"-> finite number, got {given!r:.80}")
     return result
 
 

@@ -25,7 +25,7 @@ import contextlib
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from turnrl.agents.capture import Segment, Session
@@ -206,14 +206,11 @@ def trajectories(session: Session, result: AgentResult, *, env_id: str, seed: in
     segments = session.sampled_segments()
     if not segments:
         raise AgentError("the agent never called the model")
-    per_call = result.call_rewards or []
-    if result.call_rewards is not None and len(per_call) != session.calls:
-        raise AgentError(f"call_rewards has {len(per_call)} entries, but the agent made "
-                         f"{session.calls} model calls")
+    per_call = call_rewards(session, result.call_rewards)
     success = result.success if result.success is not None else result.reward > 0
     out = []
     for index, segment in enumerate(segments):
-        rewards = [float(per_call[c]) if per_call else 0.0 for c in segment.calls]
+        rewards = [per_call.get(c, 0.0) for c in segment.calls]
         rewards[-1] += float(result.reward)
         out.append(_trajectory(segment, rewards, env_id=env_id, seed=seed, group_id=group_id,
                                success=bool(success),
@@ -221,6 +218,34 @@ def trajectories(session: Session, result: AgentResult, *, env_id: str, seed: in
                                      "segments": len(segments)},
                                policy=None if segment.model in (None, main) else segment.model))
     return out
+
+
+def call_rewards(session: Session, given: Sequence[float] | Mapping[str, float] | None
+                 ) -> dict[int, float]:
+    """Each answered call's reward (by its index in ``session``) from the agent's
+    ``call_rewards``: keyed by the response id its reply carried (``reply.id``), or a list
+    with one entry per answered call in the order they were made, which only a run whose
+    calls never overlapped can give (the server answered them in that order). A refused call
+    (an error reply) is never answered, so it never counts."""
+    if given is None:
+        return {}
+    if isinstance(given, Mapping):
+        unknown = sorted(set(given) - set(session.response_ids))
+        if unknown:
+            raise AgentError(f"call_rewards names response id(s) {unknown[:3]} that no reply of "
+                             f"this run carried (its replies: "
+                             f"{sorted(session.response_ids)[:3]}...); key each reward by its "
+                             "reply's id (reply.id)")
+        return {session.response_ids[rid]: float(r) for rid, r in given.items()}
+    if session.overlapped:
+        raise AgentError("call_rewards is a list, but the agent's calls overlapped, so their "
+                         "order is not the order they were answered; key the rewards by each "
+                         "reply's id instead: {reply.id: reward}")
+    if len(given) != len(session.answered):
+        raise AgentError(f"call_rewards has {len(given)} entries, but the agent made "
+                         f"{len(session.answered)} answered model calls (refused calls, "
+                         "answered with an error, do not count)")
+    return {call: float(r) for call, r in zip(session.answered, given, strict=True)}
 
 
 def _trajectory(segment: Segment, rewards: list[float], *, env_id: str, seed: int,

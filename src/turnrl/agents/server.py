@@ -252,11 +252,12 @@ class ModelServer:
                 raise
             tools = req.tools if req.tool_choice != "none" else None
             replies = [self._reply(c, req.stop, tools) for c in completions]
+            rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
             session.finish(turn, [r.token_ids for r in replies], [r.logprobs for r in replies],
                            [normalize_message(reply_message(r)) for r in replies],
-                           [r.versions for r in replies])
+                           [r.versions for r in replies], response_id=rid)
             return self._respond(req.stream, req.include_usage, chat_completion, chat_chunks,
-                                 replies, req.logprobs, turn, model=req.model)
+                                 replies, req.logprobs, turn, model=req.model, response_id=rid)
         except OpenAIError as error:
             return JSONResponse(error.body(), status_code=error.status)
         except ClientDisconnect:
@@ -294,13 +295,14 @@ class ModelServer:
                     session.abandon(turn)
                 raise
             replies = [self._reply(c, req.stop, None) for c in completions]
+            rid = f"cmpl-{uuid.uuid4().hex[:24]}"
             if turn is not None:
                 session.finish(turn, [r.token_ids for r in replies],
                                [r.logprobs for r in replies], [None] * len(replies),
-                               [r.versions for r in replies])
+                               [r.versions for r in replies], response_id=rid)
             return self._respond(req.stream, req.include_usage, completion, completion_chunks,
                                  replies, req.logprobs is not None, None, len(prompt),
-                                 model=req.model)
+                                 model=req.model, response_id=rid)
         except OpenAIError as error:
             return JSONResponse(error.body(), status_code=error.status)
         except ClientDisconnect:
@@ -374,7 +376,8 @@ class ModelServer:
 
     def _respond(self, stream: bool, include_usage: bool, whole: Any, chunks: Any,
                  replies: list[Reply], logprobs: bool, turn: Turn | None,
-                 prompt_tokens: int | None = None, *, model: str) -> Response:
+                 prompt_tokens: int | None = None, *, model: str,
+                 response_id: str) -> Response:
         choices = [Choice(index=i, text=r.text, finish_reason=r.finish_reason,
                           tool_calls=r.tool_calls,
                           logprobs=[(self.tokenizer.decode([t]), lp, []) for t, lp in
@@ -384,7 +387,7 @@ class ModelServer:
         usage = Usage(prompt_tokens=len(turn.prompt_ids) if turn else prompt_tokens or 0,
                       completion_tokens=sum(len(r.token_ids) for r in replies),
                       cached_tokens=turn.cached_tokens if turn else 0)
-        head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "model": model,
+        head = {"id": response_id, "model": model,
                 "created": int(time.time())}
         if stream:
             events = chunks(**head, choices=choices, usage=usage if include_usage else None)
