@@ -145,19 +145,6 @@ def concurrent_keyed(client, task):
     return AgentResult(reward=0.0, call_rewards={first.id: 0.0, second.id: 1.0})
 
 
-def concurrent_listed(client, task):
-    """Two calls at once, their rewards as a list: ambiguous, refused."""
-    import concurrent.futures
-
-    def ask(text):
-        return client.chat.completions.create(
-            model="policy", max_tokens=3, messages=[{"role": "user", "content": text}])
-
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        list(pool.map(ask, ["a", "b"]))
-    return AgentResult(reward=0.0, call_rewards=[0.0, 1.0])
-
-
 def refused_then_answered(client, task):
     """A call refused for its context (an error, never counted), then one answered: one
     list entry is right."""

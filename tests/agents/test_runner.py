@@ -60,14 +60,23 @@ def test_a_refused_call_never_counts_in_call_rewards(server) -> None:
     assert t.error is None and t.turn_rewards == [1.0]
 
 
-@pytest.mark.parametrize(("agent", "says"), [
-    (agent_programs.concurrent_listed, "the agent's calls overlapped"),
-    (agent_programs.unknown_reply_id, "names response id(s) ['chatcmpl-not-mine']"),
-])
-def test_call_rewards_that_cannot_be_placed_fail_the_run_and_say_why(server, agent,
-                                                                     says) -> None:
-    (t,) = run(server, agent, seeds=[0], group_size=1)
-    assert t.error is not None and says in t.error, t.error
+def test_call_rewards_that_cannot_be_placed_fail_the_run_and_say_why(server) -> None:
+    (t,) = run(server, agent_programs.unknown_reply_id, seeds=[0], group_size=1)
+    assert t.error is not None and "names response id(s) ['chatcmpl-not-mine']" in t.error
+
+
+def test_a_list_of_call_rewards_needs_calls_that_never_overlapped(tokenizer) -> None:
+    from turnrl.agents.capture import Session
+    from turnrl.agents.runner import call_rewards
+
+    session = Session(tokenizer, eos_token_id=tokenizer.eos_token_id)
+    session.answered, session.response_ids = [1, 0], {"b": 1, "a": 0}
+    assert call_rewards(session, [0.5, 1.0]) == {1: 0.5, 0: 1.0}  # in the order answered
+    assert call_rewards(session, {"a": 2.0}) == {0: 2.0}
+    session.overlapped = True  # two calls were in flight at once: a list is ambiguous
+    with pytest.raises(AgentError, match="the agent's calls overlapped.*reply.id"):
+        call_rewards(session, [0.5, 1.0])
+    assert call_rewards(session, {"a": 2.0, "b": 3.0}) == {0: 2.0, 1: 3.0}
 
 
 def test_an_async_agent_with_base_url_and_api_key(server) -> None:
@@ -141,3 +150,24 @@ def test_results_are_checked() -> None:
 def test_a_bad_entry_point_says_what_is_wrong(entry_point, says) -> None:
     with pytest.raises(AgentError, match=pytest.importorskip("re").escape(says)):
         load_agent(entry_point)
+
+
+def test_an_agents_tool_calls_are_counted_and_shown() -> None:
+    """The calls the server parsed from an agent's replies count as the env runner's do, and
+    the viewers show them (an API reply's content is empty)."""
+    from turnrl.agents.capture import Segment, called
+    from turnrl.agents.runner import tool_counts
+    from turnrl.report.episodes import api_call
+
+    reply = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "search", "arguments": '{"q": "ada"}'}},
+        {"id": "c2", "type": "function", "function": {"name": "add", "arguments": "{"}}]}
+    assert called(reply) == ["search", "add"] and called(None) == []
+    segment = Segment(ledger=None, tools=None, tool_calls=[called(reply), [], ["search"]])
+    counts = tool_counts(segment)
+    assert (counts.tool_calls, counts.tool_attempts, counts.valid_tool_calls) == (3, 2, 2)
+    assert counts.tool_uses == {"search": 2, "add": 1}
+    assert api_call(reply["tool_calls"][0]) == {"name": "search", "arguments": {"q": "ada"},
+                                                "problem": None, "start": None, "end": None}
+    assert api_call(reply["tool_calls"][1])["arguments"] == "{"  # as written, not JSON

@@ -56,6 +56,7 @@ class Segment:
     pending: bool = False
     versions: list[int] = field(default_factory=list)  # engine weight version per sampled token
     model: str | None = None  # the model (policy) name its calls asked for
+    tool_calls: list[list[str]] = field(default_factory=list)  # per sampled reply: its calls
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,7 @@ class Session:
                 stamps = versions[i] if versions is not None else None
                 if stamps is not None:
                     segment.versions += stamps
+                segment.tool_calls.append(called(reply))
                 if reply is not None:  # the next call renders the reply as the agent echoes
                     segment.ledger.messages[-1] = reply  # type: ignore[assignment]
                     segment.seen = [*turn.messages, reply]
@@ -220,6 +222,12 @@ class Session:
         return [s for s in self.segments if s.calls]
 
 
+def called(reply: dict | None) -> list[str]:
+    """The names of the tools a reply calls (its OpenAI ``tool_calls``)."""
+    calls = (reply or {}).get("tool_calls") or []
+    return [str((c.get("function") or {}).get("name", "")) for c in calls if isinstance(c, dict)]
+
+
 def _fork(segment: Segment) -> Segment:
     """A copy of ``segment`` that grows on its own (the tokenizer is shared)."""
     ledger = segment.ledger
@@ -229,7 +237,7 @@ def _fork(segment: Segment) -> Segment:
                        logprobs=list(ledger.logprobs), turn_index=list(ledger.turn_index),
                        text=ledger.text, tools=ledger.tools),
         segment.tools, list(segment.seen), list(segment.calls), segment.pending,
-        list(segment.versions), segment.model)
+        list(segment.versions), segment.model, [list(c) for c in segment.tool_calls])
 
 
 def _as_messages(messages: list[dict[str, Any]]) -> list[Message]:

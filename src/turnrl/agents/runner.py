@@ -257,5 +257,20 @@ def _trajectory(segment: Segment, rewards: list[float], *, env_id: str, seed: in
         token_ids=list(ledger.token_ids), loss_mask=list(ledger.loss_mask),
         logprobs=list(ledger.logprobs), turn_index=list(ledger.turn_index),
         turn_rewards=rewards, terminated=True, truncated=False, success=success,
-        counts=EpisodeCounts(), policy_versions=list(segment.versions) or None, info=info,
-        policy=policy)
+        counts=tool_counts(segment), policy_versions=list(segment.versions) or None,
+        info=info, policy=policy)
+
+
+def tool_counts(segment: Segment) -> EpisodeCounts:
+    """The tool calls of a segment's replies, as the env runner counts an env's
+    (``rollout/tool_calls``, ``tool_call_rate``, ``tool_calls/<name>``): every call the
+    server parsed from a reply is an attempt that ran (the agent runs its tools; what they
+    returned is in the next call's ``tool`` messages)."""
+    counts = EpisodeCounts()
+    for names in segment.tool_calls:
+        counts.tool_calls += len(names)
+        counts.tool_attempts += bool(names)
+        counts.valid_tool_calls += bool(names)
+        for name in names:
+            counts.tool_uses[name] = counts.tool_uses.get(name, 0) + 1
+    return counts

@@ -16,6 +16,7 @@ belongs to the ``j``-th token with loss mask 1) and every token's palette bin.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -128,6 +129,18 @@ def tool_calls(text: str) -> list[dict[str, Any]]:
             for call in find_calls(text, "auto", _AnyName())]
 
 
+def api_call(call: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI-format tool call of an agent program's reply (``{"function": {"name",
+    "arguments"}}``, arguments a JSON string) in the form of :func:`tool_calls` (no span in
+    the text: it is not in the text)."""
+    function = call.get("function") or {}
+    arguments: Any = function.get("arguments", "")
+    with contextlib.suppress(ValueError):  # not JSON: shown as the model wrote it
+        arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+    return {"name": function.get("name"), "arguments": arguments, "problem": None,
+            "start": None, "end": None}
+
+
 def _round(values: Sequence[float]) -> list[float]:
     return [float(f"{v:.4g}") if math.isfinite(v) else 0.0 for v in values]
 
@@ -148,9 +161,10 @@ def episode_view(run: RunRecord, step: int, position: int, episode: dict[str, An
                       "tokens": len(sampled)})
     messages = []
     for message in episode.get("messages", []):
-        entry = {"role": message.get("role"), "content": message.get("content", "")}
-        if entry["role"] == "assistant":
-            entry["calls"] = tool_calls(str(entry["content"]))
+        entry = {"role": message.get("role"), "content": message.get("content") or ""}
+        if entry["role"] == "assistant":  # an API reply's calls, else those in its text
+            entry["calls"] = [api_call(c) for c in message.get("tool_calls") or []] or \
+                tool_calls(str(entry["content"]))
         messages.append(entry)
     values, colour_codes = {}, {}
     for mode, scale in scales.items():

@@ -347,7 +347,7 @@ def run_eval(cfg: Config, model: Model, make_env: Callable[[], Env], progress: P
             runner(cfg, model, e.temperature, evaluation=True, policies=policies), make_env,
             seeds,
             samples_per_task=e.samples_per_task, pass_k=e.pass_k, on_done=lambda: advance(""),
-            tools=cfg.agent.entry_point is None and bool(envs.spec(cfg.env.id).tools))
+            tools=cfg.agent.entry_point is not None or bool(envs.spec(cfg.env.id).tools))
     progress.note(f"eval ({label}): success {summary['success']:.3f} "
                   f"[{summary['success_lo']:.3f}, {summary['success_hi']:.3f}] over "
                   f"{summary['episodes']:.0f} episodes")

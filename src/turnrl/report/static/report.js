@@ -142,6 +142,7 @@
     const out = h("span");
     let at = 0;
     for (const call of calls) {
+      if (call.start == null) continue;  // an API call: not in the text
       out.append(chars.slice(at, call.start).join(""));
       out.append(h("span", {class: "call", text: chars.slice(call.start, call.end).join("")}));
       at = call.end;
