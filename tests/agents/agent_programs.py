@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 
@@ -148,11 +149,9 @@ def concurrent_keyed(client, task):
 def refused_then_answered(client, task):
     """A call refused for its context (an error, never counted), then one answered: one
     list entry is right."""
-    try:
+    with contextlib.suppress(openai.BadRequestError):  # past max_context_tokens
         client.chat.completions.create(model="policy", max_tokens=3,
                                        messages=[{"role": "user", "content": "x" * 400}])
-    except openai.BadRequestError:
-        pass
     client.chat.completions.create(model="policy", max_tokens=3,
                                    messages=[{"role": "user", "content": task["question"]}])
     return AgentResult(reward=0.0, call_rewards=[1.0])
