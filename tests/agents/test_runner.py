@@ -74,7 +74,7 @@ def test_a_list_of_call_rewards_needs_calls_that_never_overlapped(tokenizer) -> 
     assert call_rewards(session, [0.5, 1.0]) == {1: 0.5, 0: 1.0}  # in the order answered
     assert call_rewards(session, {"a": 2.0}) == {0: 2.0}
     session.overlapped = True  # two calls were in flight at once: a list is ambiguous
-    with pytest.raises(AgentError, match="the agent's calls overlapped.*reply.id"):
+    with pytest.raises(AgentError, match=r"the agent's calls overlapped.*reply.id"):
         call_rewards(session, [0.5, 1.0])
     assert call_rewards(session, {"a": 2.0, "b": 3.0}) == {0: 2.0, 1: 3.0}
 
