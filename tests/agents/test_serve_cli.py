@@ -55,3 +55,35 @@ def test_serve_a_run_without_checkpoints_is_one_error_line(tmp_path, capsys) -> 
     assert main(["serve", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: run ") and "no complete checkpoint" in err
+
+
+def test_serve_a_checkpoint_with_separate_policies_serves_each_by_name(tmp_path) -> None:
+    from turnrl.models.base import write_builtin
+
+    checkpoint = tmp_path / "step_1"
+    write_builtin("tiny", checkpoint)  # the run's model, and one separate policy beside it
+    write_builtin("tiny", checkpoint / "policies" / "executor")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([*SERVE, "serve", str(checkpoint), "--port", "0", "--max-tokens",
+                             "4", "--model-name", "policy"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
+    try:
+        url, deadline = None, time.monotonic() + 120
+        assert proc.stdout is not None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, "turnrl serve exited before serving"
+            match = re.search(r"as 'policy', 'executor' at (http://\S+)", line)
+            url = match.group(1) if match else None
+        assert url is not None
+        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        assert [m.id for m in client.models.list().data] == ["policy", "executor"]
+        reply = client.chat.completions.create(
+            model="executor", messages=[{"role": "user", "content": "hi"}])
+        assert reply.model == "executor"
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0

@@ -15,7 +15,9 @@ def add_parser(add: AddParser) -> None:
     p = add("serve", help="serve a run or model on an OpenAI-compatible endpoint",
                        description="Serve /v1/chat/completions, /v1/completions and /v1/models "
                        "on HOST:PORT with the run's newest checkpoint (or a model dir, hub id "
-                       "or 'tiny'): for evaluation, demos, or pointing an agent at it.")
+                       "or 'tiny'): for evaluation, demos, or pointing an agent at it. A run "
+                       "with separate policies (multi.policies) serves each under its own "
+                       "name too.")
     p.add_argument("model", metavar="RUN_OR_MODEL",
                    help="a run dir (its newest checkpoint), a model dir, a hub id, 'tiny' (the "
                    "built-in base) or 'tiny-random'")
@@ -36,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from turnrl.agents.server import ModelServer
     from turnrl.config import load_config
     from turnrl.config.checks import validate
+    from turnrl.train.checkpoint import POLICIES
     from turnrl.train.setup import check_inputs, load_model, model_source, setup_torch
 
     target = model_target(args.model)
@@ -49,10 +52,14 @@ def run(args: argparse.Namespace) -> int:
         device = setup_torch(cfg)
         model = load_model(cfg, model_source(cfg, Path(scratch)), device, fresh_lora=False)
         name = args.model_name or Path(str(args.model)).name or "policy"
+        folder = Path(str(target)) / POLICIES  # a run's separate policies, served by name
+        policies = {p.name: load_model(cfg, p, device, fresh_lora=False)
+                    for p in sorted(folder.iterdir()) if p.is_dir()} if folder.is_dir() else {}
         server = ModelServer(model.engine, model.tokenizer, model_name=name,
                              limits=Limits(max_tokens=args.max_tokens),
                              max_context_tokens=args.max_context_tokens, host=args.host,
-                             port=args.port, open_access=True)
+                             port=args.port, open_access=True,
+                             engines={n: m.engine for n, m in policies.items()})
         try:
             server.start()
         except OSError as error:
@@ -61,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
         # background job does)
         previous = {sig: signal.signal(sig, _stop_serving)
                     for sig in (signal.SIGINT, signal.SIGTERM)}
-        print(f"serving {args.model} as {name!r} at {server.url()} (Ctrl-C stops)", flush=True)
+        served = "".join(f", {n!r}" for n in policies)
+        print(f"serving {args.model} as {name!r}{served} at {server.url()} (Ctrl-C stops)",
+              flush=True)
         try:  # wake up now and then: a signal the kernel gives another thread (the server's,
             # torch's) only sets a flag, which the main thread reads when it next runs
             while True:
@@ -72,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             server.close()
-            model.engine.close()
+            for loaded in [model, *policies.values()]:
+                loaded.engine.close()
     print("stopped", flush=True)
     return 0
 
