@@ -161,3 +161,44 @@ def unknown_reply_id(client, task):
     client.chat.completions.create(model="policy", max_tokens=3,
                                    messages=[{"role": "user", "content": task["question"]}])
     return AgentResult(reward=0.0, call_rewards={"chatcmpl-not-mine": 1.0})
+
+
+def best_of_two(client, task):
+    """Two tries at the same question; the first thrown away (its reply id discarded)."""
+    messages = [{"role": "user", "content": task["question"]}]
+    first = client.chat.completions.create(model="policy", max_tokens=3, messages=messages)
+    client.chat.completions.create(model="policy", max_tokens=3,
+                                   messages=[{"role": "user", "content": "again " +
+                                              task["question"]}])
+    return AgentResult(reward=1.0, discarded=[first.id])
+
+
+def two_choices_keep_one(client, task):
+    """One call with n=2; choice 1 thrown away."""
+    reply = client.chat.completions.create(
+        model="policy", max_tokens=3, n=2,
+        messages=[{"role": "user", "content": task["question"]}])
+    return AgentResult(reward=1.0, discarded=[f"{reply.id}/1"])
+
+
+def discarded_but_rewarded(client, task):
+    """A discarded reply the agent still rewards: trained with that reward."""
+    reply = client.chat.completions.create(
+        model="policy", max_tokens=3, messages=[{"role": "user", "content": task["question"]}])
+    return AgentResult(reward=0.0, call_rewards={reply.id: -1.0}, discarded=[reply.id])
+
+
+def discards_everything(client, task):
+    reply = client.chat.completions.create(
+        model="policy", max_tokens=3, messages=[{"role": "user", "content": task["question"]}])
+    return AgentResult(reward=1.0, discarded=[reply.id])
+
+
+def continued_discard_first(client, task):
+    """Two calls in one conversation; the first reply thrown away: its tokens stay context."""
+    messages = [{"role": "user", "content": task["question"]}]
+    first = client.chat.completions.create(model="policy", messages=messages, max_tokens=3)
+    messages += [first.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "user", "content": "again"}]
+    client.chat.completions.create(model="policy", messages=messages, max_tokens=3)
+    return AgentResult(reward=1.0, discarded=[first.id])

@@ -79,6 +79,21 @@ def test_a_list_of_call_rewards_needs_calls_that_never_overlapped(tokenizer) -> 
     assert call_rewards(session, {"a": 2.0, "b": 3.0}) == {0: 2.0, 1: 3.0}
 
 
+def test_discarded_replies_are_not_trained(server) -> None:
+    (kept,) = run(server, agent_programs.best_of_two, seeds=[0], group_size=1)
+    assert kept.messages[0]["content"].startswith("again")  # the first try is left out
+    assert kept.turn_rewards == [1.0] and sum(kept.loss_mask) > 0
+    (choice,) = run(server, agent_programs.two_choices_keep_one, seeds=[0], group_size=1)
+    assert choice.info["segment"] == 0 and choice.turn_rewards == [1.0]
+    (rewarded,) = run(server, agent_programs.discarded_but_rewarded, seeds=[0], group_size=1)
+    assert rewarded.turn_rewards == [-1.0] and sum(rewarded.loss_mask) > 0  # its own reward
+    (both,) = run(server, agent_programs.continued_discard_first, seeds=[0], group_size=1)
+    trained_turns = {k for m, k in zip(both.loss_mask, both.turn_index, strict=True) if m}
+    assert trained_turns == {1} and both.turn_rewards == [0.0, 1.0]  # turn 0 is context
+    (t,) = run(server, agent_programs.discards_everything, seeds=[0], group_size=1)
+    assert t.error is not None and "discarded every reply" in t.error
+
+
 def test_an_async_agent_with_base_url_and_api_key(server) -> None:
     trajectories = run(server, agent_programs.async_answer, seeds=[0], group_size=3)
     assert len(trajectories) == 3
@@ -135,7 +150,8 @@ def test_results_are_checked() -> None:
                       ({"reward": 1, "bonus": 2}, "unknown key"),
                       ({"reward": 1, "call_rewards": [True]}, "call_rewards"),
                       ({"reward": 1, "call_rewards": {1: 0.5}}, "dict of reply id"),
-                      ({"reward": 1, "call_rewards": "0.5"}, "call_rewards")]:
+                      ({"reward": 1, "call_rewards": "0.5"}, "call_rewards"),
+                      ({"reward": 1, "discarded": "chatcmpl-1"}, "discarded must be a list")]:
         with pytest.raises(AgentError, match=says):
             to_result(bad)
 

@@ -57,6 +57,7 @@ class Segment:
     versions: list[int] = field(default_factory=list)  # engine weight version per sampled token
     model: str | None = None  # the model (policy) name its calls asked for
     tool_calls: list[list[str]] = field(default_factory=list)  # per sampled reply: its calls
+    choices: list[int] = field(default_factory=list)  # per call: the choice it holds (n > 1)
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ class Session:
                     segment.ledger.messages[-1] = reply  # type: ignore[assignment]
                     segment.seen = [*turn.messages, reply]
                 segment.calls.append(turn.call)
+                segment.choices.append(i)
                 segment.pending = False
 
     def abandon(self, turn: Turn) -> None:
@@ -237,7 +239,8 @@ def _fork(segment: Segment) -> Segment:
                        logprobs=list(ledger.logprobs), turn_index=list(ledger.turn_index),
                        text=ledger.text, tools=ledger.tools),
         segment.tools, list(segment.seen), list(segment.calls), segment.pending,
-        list(segment.versions), segment.model, [list(c) for c in segment.tool_calls])
+        list(segment.versions), segment.model, [list(c) for c in segment.tool_calls],
+        list(segment.choices))
 
 
 def _as_messages(messages: list[dict[str, Any]]) -> list[Message]:

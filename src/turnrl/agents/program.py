@@ -47,13 +47,17 @@ class AgentResult:
     0), or a list with one entry per answered call in the order they were made (only when
     the calls never overlapped; a call refused with an error does not count); ``success``
     defaults to ``reward > 0``; ``info`` is kept in ``Trajectory.info`` (e.g. the agent's
-    final answer).
+    final answer). ``discarded`` names replies the agent threw away (a best-of-n's losers)
+    by their id (``reply.id``: every choice of the call) or ``"<id>/<k>"`` (choice ``k`` of
+    an ``n > 1`` call): their tokens are not trained, unless ``call_rewards`` gives the
+    call a reward of its own.
     """
 
     reward: float
     call_rewards: list[float] | dict[str, float] | None = None
     success: bool | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    discarded: list[str] | None = None
 
 
 def to_result(value: object) -> AgentResult:
@@ -64,12 +68,12 @@ def to_result(value: object) -> AgentResult:
     elif isinstance(value, bool | int | float):
         result = AgentResult(float(value))
     elif isinstance(value, Mapping) and "reward" in value:
-        unknown = set(value) - {"reward", "call_rewards", "success", "info"}
+        unknown = set(value) - {"reward", "call_rewards", "success", "info", "discarded"}
         if unknown:
             raise AgentError(f"the agent returned a dict with unknown key(s) {sorted(unknown)}; "
-                             "use reward, call_rewards, success and info")
+                             "use reward, call_rewards, success, info and discarded")
         result = AgentResult(value["reward"], value.get("call_rewards"), value.get("success"),
-                             dict(value.get("info") or {}))
+                             dict(value.get("info") or {}), value.get("discarded"))
     else:
         raise AgentError(f"the agent returned {value!r:.80}; return a float reward, a dict "
                          "with 'reward' (and optionally 'call_rewards', 'success', 'info') or "
@@ -85,6 +89,10 @@ def to_result(value: object) -> AgentResult:
             isinstance(k, str) for k in given))):
         raise AgentError(f"call_rewards must be a list of finite numbers or a dict of reply id "
                          f"-> finite number, got {given!r:.80}")
+    if result.discarded is not None and not (isinstance(result.discarded, list | tuple) and all(
+            isinstance(d, str) for d in result.discarded)):
+        raise AgentError(f"discarded must be a list of reply ids (reply.id, or '<id>/<k>' for "
+                         f"choice k), got {result.discarded!r:.80}")
     return result
 
 

@@ -207,16 +207,40 @@ def trajectories(session: Session, result: AgentResult, *, env_id: str, seed: in
     if not segments:
         raise AgentError("the agent never called the model")
     per_call = call_rewards(session, result.call_rewards)
+    thrown = discarded_calls(session, result.discarded)
     success = result.success if result.success is not None else result.reward > 0
     out = []
     for index, segment in enumerate(segments):
+        untrained = {k for k, (c, choice) in enumerate(zip(segment.calls, segment.choices,
+                                                           strict=True))
+                     if ((c, None) in thrown or (c, choice) in thrown) and c not in per_call}
+        trained = [k for k in range(len(segment.calls)) if k not in untrained]
+        if not trained:  # every reply of it thrown away: nothing to train
+            continue
         rewards = [per_call.get(c, 0.0) for c in segment.calls]
-        rewards[-1] += float(result.reward)
+        rewards[trained[-1]] += float(result.reward)  # the outcome, at its last kept reply
         out.append(_trajectory(segment, rewards, env_id=env_id, seed=seed, group_id=group_id,
                                success=bool(success),
                                info={**result.info, "segment": index,
                                      "segments": len(segments)},
-                               policy=None if segment.model in (None, main) else segment.model))
+                               policy=None if segment.model in (None, main) else segment.model,
+                               untrained=untrained))
+    if not out:
+        raise AgentError("the agent discarded every reply, so the run has nothing to train")
+    return out
+
+
+def discarded_calls(session: Session, discarded: Sequence[str] | None
+                    ) -> set[tuple[int, int | None]]:
+    """The agent's ``discarded`` reply ids as ``(call, choice)`` (choice None: every choice
+    of the call); an id no reply of the run carried fails the run, naming it."""
+    out: set[tuple[int, int | None]] = set()
+    for name in discarded or []:
+        rid, _, choice = name.partition("/")
+        if rid not in session.response_ids or (choice and not choice.isdigit()):
+            raise AgentError(f"discarded names {name!r}, which no reply of this run carried; "
+                             "give reply.id, or '<id>/<k>' for choice k of an n > 1 call")
+        out.add((session.response_ids[rid], int(choice) if choice else None))
     return out
 
 
@@ -250,11 +274,13 @@ def call_rewards(session: Session, given: Sequence[float] | Mapping[str, float] 
 
 def _trajectory(segment: Segment, rewards: list[float], *, env_id: str, seed: int,
                 group_id: int, success: bool, info: dict[str, Any],
-                policy: str | None = None) -> Trajectory:
+                policy: str | None = None, untrained: set[int] | None = None) -> Trajectory:
     ledger = segment.ledger
+    mask = [0 if turn in (untrained or ()) else m
+            for m, turn in zip(ledger.loss_mask, ledger.turn_index, strict=True)]
     return Trajectory(
         env_id=env_id, seed=seed, group_id=group_id, messages=list(ledger.messages),
-        token_ids=list(ledger.token_ids), loss_mask=list(ledger.loss_mask),
+        token_ids=list(ledger.token_ids), loss_mask=mask,
         logprobs=list(ledger.logprobs), turn_index=list(ledger.turn_index),
         turn_rewards=rewards, terminated=True, truncated=False, success=success,
         counts=tool_counts(segment), policy_versions=list(segment.versions) or None,
