@@ -169,7 +169,7 @@ def lock_run_dir(run_dir: Path) -> RunDirLock:
 
 
 def suggest_path(path: Path) -> str:
-    """``"; did you mean runs/default?"`` when ``path`` is missing and its folder holds a
+    """``" (did you mean runs/default?)"`` when ``path`` is missing and its folder holds a
     name close to it, else ``""``."""
     import difflib
 
@@ -178,7 +178,7 @@ def suggest_path(path: Path) -> str:
         return ""
     close = difflib.get_close_matches(path.name, [p.name for p in folder.iterdir()], n=1,
                                       cutoff=0.6)
-    return f"; did you mean {folder / close[0]}?" if close else ""
+    return f" (did you mean {folder / close[0]}?)" if close else ""
 
 
 def looks_local(model: str) -> bool:

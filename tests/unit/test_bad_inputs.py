@@ -373,7 +373,11 @@ def test_a_misspelled_run_dir_names_the_closest_one(tmp_path, capsys, monkeypatc
         assert code == 2 and err.startswith("error: ") and "Traceback" not in err, err
         assert "runs/defualt" in err and "did you mean runs/default?" in err, err
     code, err = run_cli(["train", "model.path=runs/defualt"], capsys)
-    assert code == 2 and "no such directory; did you mean runs/default?" in err, err
+    assert code == 2 and "no such directory (did you mean runs/default?)" in err, err
+    for argv in (["train", "--resume", "runs/defualt"], ["status", "runs/defualt"],
+                 ["show", "runs/defualt"], ["report", "runs/defualt"]):
+        code, err = run_cli(argv, capsys)
+        assert code == 2 and "(did you mean runs/default?)" in err, (argv, err)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["default"]  # no run made
 
 

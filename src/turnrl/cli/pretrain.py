@@ -31,14 +31,16 @@ def add_parser(add: AddParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from turnrl.io import suggest_path
     from turnrl.pretrain.launch import launch
     from turnrl.pretrain.probes import markdown
 
     if args.resume:
         run_dir = Path(args.resume)
         if not (run_dir / "config.yaml").is_file():
-            raise UsageError(f"--resume {args.resume!r}: no config.yaml there; give a "
-                             "pretraining run directory such as runs/pretrain")
+            raise UsageError(f"--resume {args.resume!r}: no config.yaml there"
+                             f"{suggest_path(run_dir)}; give a pretraining run directory "
+                             "such as runs/pretrain")
         cfg = load_config(run_dir / "config.yaml", args.items, schema=PretrainConfig)
     else:
         path, overrides = split_config_args(args.items, "pretrain.yaml")

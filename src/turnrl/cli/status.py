@@ -20,11 +20,13 @@ def add_parser(add: AddParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from turnrl.io import suggest_path
     from turnrl.train.status import status_report
 
     run_dir = Path(args.run)
     if not run_dir.is_dir():
-        raise UsageError(f"{run_dir}: not a directory; pass a run dir, e.g. runs/default")
+        raise UsageError(f"{run_dir}: not a directory{suggest_path(run_dir)}; pass a run dir, "
+                         "e.g. runs/default")
     try:
         Console().print(status_report(run_dir))
     except FileNotFoundError as error:

@@ -35,6 +35,7 @@ def add_parser(add: AddParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from turnrl.config import load_config
+    from turnrl.io import suggest_path
     from turnrl.train.loop import AlarmStop, Interrupted, RolloutError, train
 
     if args.resume_from and not args.resume:
@@ -44,8 +45,9 @@ def run(args: argparse.Namespace) -> int:
         if args.resume:
             run_dir = Path(args.resume)
             if not (run_dir / "config.yaml").is_file():
-                raise UsageError(f"--resume {args.resume!r}: no config.yaml there; give a run "
-                                 "directory such as runs/default")
+                raise UsageError(f"--resume {args.resume!r}: no config.yaml there"
+                                 f"{suggest_path(run_dir)}; give a run directory such as "
+                                 "runs/default")
             cfg = load_config(run_dir / "config.yaml", args.items)
             result = train(cfg, resume=run_dir, resume_from=args.resume_from)
         else:

@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from turnrl.io import suggest_path
+
 __all__ = ["ReportError", "RunRecord", "config_value", "expand_runs", "load_run",
            "sample_files"]
 
@@ -77,8 +79,8 @@ def load_run(path: str | Path) -> RunRecord:
     """Read the run directory ``path``; a clear :class:`ReportError` if it is not one."""
     run_dir = Path(path)
     if not run_dir.is_dir():
-        raise ReportError(f"{str(path)!r}: no such run directory; give one such as "
-                          "runs/default")
+        raise ReportError(f"{str(path)!r}: no such run directory{suggest_path(run_dir)}; give "
+                          "one such as runs/default")
     metrics = run_dir / "metrics.jsonl"
     if not metrics.is_file():
         raise ReportError(f"{str(path)!r}: not a run directory (no metrics.jsonl); give one "
