@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from turnrl.train.collect import Collected
+from turnrl.train.multi import MAIN
 from turnrl.types import Trajectory
-
-MAIN = "main"
 
 
 def policy_of(trajectory: Trajectory) -> str:
@@ -40,16 +39,13 @@ def split_policies(collected: Collected, names: Sequence[str]
                              f"policy of this run ({', '.join(rows)})")
         rows[owner].append(index)
 
-    def part(indices: list[int], metrics: dict[str, float]) -> Collected:
+    def part(indices: list[int], metrics: dict[str, float] | None = None) -> Collected:
         episodes = [collected.trajectories[i] for i in indices]
+        if metrics is None and episodes:  # a separate policy's own episodes
+            metrics = {"rollout/reward": sum(t.total_reward for t in episodes) / len(episodes),
+                       "rollout/success": sum(t.success for t in episodes) / len(episodes)}
         return Collected(episodes, [collected.scores[i] for i in indices],
-                         collected.outcomes[indices], metrics)
+                         collected.outcomes[indices], metrics or {})
 
-    separate = {}
-    for name in names:
-        episodes = [collected.trajectories[i] for i in rows[name]]
-        n = max(len(episodes), 1)
-        separate[name] = part(rows[name], {
-            "rollout/reward": sum(t.total_reward for t in episodes) / n,
-            "rollout/success": sum(t.success for t in episodes) / n} if episodes else {})
+    separate = {name: part(rows[name]) for name in names}
     return part(rows[MAIN], collected.metrics), separate
