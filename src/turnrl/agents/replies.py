@@ -32,13 +32,14 @@ class Reply:
     tool_calls: list[dict] | None
     finish_reason: str
     versions: list[int] | None = None  # the engine's weight version of each kept token
+    stop: str | None = None  # the stop string that ended it (None: none did)
 
 
 def cut_at_stop(tokenizer: PreTrainedTokenizerBase, token_ids: list[int], eos_token_id: int | None,
-                stops: tuple[str, ...]) -> tuple[int, str, bool]:
-    """Where a reply ends: ``(n, text, stopped)`` with ``n`` the number of sampled tokens it
+                stops: tuple[str, ...]) -> tuple[int, str, str | None]:
+    """Where a reply ends: ``(n, text, stop)`` with ``n`` the number of sampled tokens it
     keeps, ``text`` its content (without the EOS token and without the stop string) and
-    ``stopped`` whether a stop string ended it.
+    ``stop`` the stop string that ended it (None: none did).
 
     The kept tokens are the shortest prefix whose text contains a stop string (the earliest
     one in the text), else all of them."""
@@ -46,13 +47,13 @@ def cut_at_stop(tokenizer: PreTrainedTokenizerBase, token_ids: list[int], eos_to
     text = tokenizer.decode(body, skip_special_tokens=False)
     hits = [(text.find(stop), stop) for stop in stops if stop and stop in text]
     if not hits:
-        return len(token_ids), text, False
+        return len(token_ids), text, None
     at, stop = min(hits)
     need = at + len(stop)
     for n in range(1, len(body) + 1):  # the first prefix whose text holds the stop string
         if len(tokenizer.decode(body[:n], skip_special_tokens=False)) >= need:
-            return n, text[:at], True
-    return len(body), text[:at], True
+            return n, text[:at], stop
+    return len(body), text[:at], stop
 
 
 def split_tool_calls(text: str, tools: list[dict] | None) -> tuple[str, list[dict] | None]:
@@ -61,7 +62,9 @@ def split_tool_calls(text: str, tools: list[dict] | None) -> tuple[str, list[dic
     Calls are read in the JSON format tool-aware chat templates teach (``<tool_call>{"name":
     ..., "arguments": {...}}</tool_call>`` or the bare object, :mod:`turnrl.envs.tools.parsing`);
     only calls of a tool in ``tools`` whose JSON reads cleanly count, and their text is taken
-    out of the content. A reply whose calls cannot be read keeps its whole text as content.
+    out of the content, and the content right-stripped (so a streamed reply can send the text
+    before a call as it comes, :mod:`turnrl.agents.streaming`). A reply whose calls cannot be
+    read keeps its whole text as content.
     A call keeps the ``"id"`` the model wrote in it (Mistral), else it gets a fresh one.
     """
     if not tools:
@@ -82,7 +85,7 @@ def split_tool_calls(text: str, tools: list[dict] | None) -> tuple[str, list[dic
     tool_calls = [{"id": call_id, "type": "function",
                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
                   for call_id, c in zip(ids, calls, strict=True)]
-    return "".join(content).strip(), tool_calls
+    return "".join(content).rstrip(), tool_calls
 
 
 def _call_id(written: str, taken: list[str]) -> str:

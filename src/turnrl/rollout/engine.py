@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -39,9 +41,19 @@ class Completion:
     versions: list[int] | None = None
 
 
+TokenSink = Callable[[list[int]], None]
+"""Called with the tokens a request sampled in one engine step, as they are sampled (on the
+engine's event loop; the stop token included): what a streamed reply sends."""
+
+
 @runtime_checkable
 class Engine(Protocol):
-    """Generates continuations of token-id prompts. Implementations batch pending requests."""
+    """Generates continuations of token-id prompts. Implementations batch pending requests.
+
+    An engine that can stream takes ``on_tokens`` (a :data:`TokenSink`) in ``generate``
+    (:func:`streams`); the built-in ones do. Cancelling the awaiting task abandons the
+    request: the engine stops decoding it at its next step.
+    """
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams, *,
                        session: str | None = None) -> Completion: ...
@@ -79,3 +91,12 @@ class TrainingEngine(Engine, Protocol):
         """Counters since the last call (``rollout/prefix_cache_hit_rate``: the fraction of
         prompt tokens whose keys and values were reused instead of computed)."""
         ...
+
+
+def streams(engine: object) -> bool:
+    """Whether ``engine.generate`` takes ``on_tokens`` (it reports tokens as they are sampled);
+    an engine that does not is streamed as one piece when its reply is done."""
+    try:
+        return "on_tokens" in inspect.signature(engine.generate).parameters  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return False

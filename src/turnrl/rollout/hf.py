@@ -33,7 +33,7 @@ from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import Cache
 
 from turnrl.models.policy import cache_kwarg
-from turnrl.rollout.engine import Completion, SamplingParams
+from turnrl.rollout.engine import Completion, SamplingParams, TokenSink
 from turnrl.rollout.hf_decode import decode_step_for
 from turnrl.rollout.hf_kv import GrowingLayer, _SessionCache, batched_past, spare_buffer
 from turnrl.rollout.hf_sampling import _Request, _Row, sample_rows, sample_tokens
@@ -105,9 +105,11 @@ class HFEngine:
 
     # ------------------------------------------------------------------ Engine protocol
     async def generate(self, prompt_ids: list[int], params: SamplingParams, *,
-                       session: str | None = None) -> Completion:
+                       session: str | None = None,
+                       on_tokens: TokenSink | None = None) -> Completion:
         loop = asyncio.get_running_loop()
-        request = _Request(list(prompt_ids), params, session, future=loop.create_future())
+        request = _Request(list(prompt_ids), params, session, future=loop.create_future(),
+                           on_tokens=on_tokens)
         self._pending.append(request)
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._serve())
@@ -324,6 +326,8 @@ class HFEngine:
             row.tokens.append(token)
             row.logprobs.append(logprob)
             row.versions.append(self.version)
+            if row.request.on_tokens is not None:
+                row.request.on_tokens([token])
         self.stats["decode_tokens"] += len(rows)
 
     def _merge(self, rows: list[_Row], cache: DynamicCache, mask: Tensor, *, spare: int) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from turnrl.rollout.engine import Completion, SamplingParams
+from turnrl.rollout.engine import Completion, SamplingParams, TokenSink
 
 
 @dataclass
@@ -26,6 +26,7 @@ class _Request:
     session: str | None
     future: asyncio.Future[Completion] | None = None
     result: Completion | None = None
+    on_tokens: TokenSink | None = None  # told each sampled token (a streamed reply)
 
     def resolve(self, completion: Completion) -> None:
         self.result = completion

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from turnrl.rollout.engine import Completion, SamplingParams
+from turnrl.rollout.engine import Completion, SamplingParams, TokenSink
 from turnrl.rollout.vllm_setup import (
     VLLMEngineError,
     base_weights,
@@ -80,6 +80,7 @@ class _Waiting:
     prompt_ids: list[int]
     params: SamplingParams
     future: asyncio.Future[Completion]
+    on_tokens: TokenSink | None = None
 
 
 @dataclass
@@ -87,6 +88,7 @@ class _Running:
     """A request inside vLLM: what it has sampled so far (vLLM streams deltas)."""
 
     future: asyncio.Future[Completion] | None
+    on_tokens: TokenSink | None = None  # told each step's new tokens (a streamed reply)
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
@@ -178,14 +180,15 @@ class VLLMEngine:
 
     # ------------------------------------------------------------------ Engine protocol
     async def generate(self, prompt_ids: list[int], params: SamplingParams, *,
-                       session: str | None = None) -> Completion:
+                       session: str | None = None,
+                       on_tokens: TokenSink | None = None) -> Completion:
         if params.top_p < 1:
             raise ValueError(
                 f"VLLMEngine: top_p={params.top_p}: vLLM records log-probs after top-p "
                 "truncation, not of the temperature-scaled distribution the learner "
                 "recomputes; sample with top_p=1 or use the hf engine")
         loop = asyncio.get_running_loop()
-        waiting = _Waiting(list(prompt_ids), params, loop.create_future())
+        waiting = _Waiting(list(prompt_ids), params, loop.create_future(), on_tokens)
         self._pending.append(waiting)
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._serve())
@@ -293,7 +296,7 @@ class VLLMEngine:
                     detokenize=False, skip_special_tokens=False,
                     output_kind=RequestOutputKind.DELTA),
                 lora_request=self._lora)
-            self._running[request_id] = _Running(waiting.future)
+            self._running[request_id] = _Running(waiting.future, waiting.on_tokens)
             self.stats["requests"] += 1
             self.stats["prompt_tokens"] += len(waiting.prompt_ids)
         self.stats["max_running"] = max(self.stats["max_running"], len(self._running))
@@ -313,6 +316,8 @@ class VLLMEngine:
             running.logprobs += [step[token].logprob for token, step in
                                  zip(new, completion.logprobs or [], strict=True)]
             running.versions += [self.version] * len(new)
+            if new and running.on_tokens is not None:
+                running.on_tokens(new)
             self.stats["decode_tokens"] += len(new)
             if output.finished:
                 del self._running[output.request_id]

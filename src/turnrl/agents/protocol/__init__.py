@@ -8,9 +8,10 @@ no I/O and knows nothing of engines or tokenizers:
   (``/v1/chat/completions``, ``/v1/completions``) into a frozen :class:`ChatRequest` or
   :class:`CompletionRequest`, or raise :class:`OpenAIError` (a 400 whose ``body()`` is the JSON
   OpenAI itself would send, naming the parameter, what was given and what is allowed);
-- :func:`chat_completion`, :func:`chat_chunks`, :func:`completion`, :func:`completion_chunks`
-  and :func:`models_list` build the replies, whole or as server-sent events, from
-  :class:`Choice` and :class:`Usage`.
+- :func:`chat_completion`, :func:`completion` and :func:`models_list` build the replies;
+  :class:`ChatStream` and :class:`CompletionStream` their server-sent events as the pieces
+  come (:func:`chat_chunks`, :func:`completion_chunks`: all at once), from :class:`Choice`
+  and :class:`Usage`.
 
 Message normal form
 -------------------
@@ -42,7 +43,9 @@ type check), :mod:`~turnrl.agents.protocol.messages` (messages and tools in norm
 
 from turnrl.agents.protocol.messages import normalize_message
 from turnrl.agents.protocol.replies import (
+    ChatStream,
     Choice,
+    CompletionStream,
     Usage,
     chat_chunks,
     chat_completion,
@@ -55,8 +58,10 @@ from turnrl.agents.protocol.values import ChatRequest, CompletionRequest, Limits
 
 __all__ = [
     "ChatRequest",
+    "ChatStream",
     "Choice",
     "CompletionRequest",
+    "CompletionStream",
     "Limits",
     "OpenAIError",
     "Usage",

@@ -172,45 +172,72 @@ def _pieces(choice: Choice) -> Iterator[tuple[str, list[TokenLogprob] | None]]:
 
 
 def _stream_end(events: list[str], header: dict[str, Any], usage: Usage | None) -> list[str]:
-    if usage is not None:
+    if usage is not None and "usage" in header:
         events.append(_event({**header, "choices": [], "usage": _usage(usage)}))
     events.append("data: [DONE]\n\n")
     return events
 
 
-def chat_chunks(*, id: str, model: str, created: int, choices: list[Choice],
-                usage: Usage | None) -> list[str]:
-    """The same reply as :func:`chat_completion`, as the server-sent events of a stream.
+class ChatStream:
+    """The server-sent events of a streamed ``chat.completion``, built as its pieces come.
 
     Each event is ``"data: {json}\\n\\n"``, a ``chat.completion.chunk``. Per choice, in order:
-    a first chunk with ``delta = {"role": "assistant", "content": ""}``; the text (one chunk
-    per token with its logprobs when they are given and join to the text, else one chunk); one
-    chunk per tool call (``delta.tool_calls = [{"index", "id", "type", "function"}]``); a last
-    chunk with an empty delta and the ``finish_reason``. With ``usage`` (the client asked for
-    ``stream_options.include_usage``), every chunk has ``"usage": None`` and a final chunk
-    has ``"choices": []`` and the usage. The stream ends with ``"data: [DONE]\\n\\n"``.
+    :meth:`opening` (``delta = {"role": "assistant", "content": ""}``), any number of
+    :meth:`text` pieces as they are sampled, then :meth:`closing` with the finished choice
+    (the text not sent yet: one chunk per token with its logprobs when they are given and
+    join to it, else one chunk; one chunk per tool call, ``delta.tool_calls = [{"index", "id",
+    "type", "function"}]``; a last chunk with an empty delta and the ``finish_reason``); at the
+    end :meth:`end`. With ``include_usage`` (the client asked for
+    ``stream_options.include_usage``) every chunk has ``"usage": None`` and a final chunk has
+    ``"choices": []`` and the usage. The stream ends with ``"data: [DONE]\\n\\n"``.
+    """
+
+    def __init__(self, *, id: str, model: str, created: int, include_usage: bool) -> None:
+        self.header = _stream_header(id, "chat.completion.chunk", model, created, include_usage)
+
+    def _chunk(self, index: int, delta: dict[str, Any], logprobs: dict[str, Any] | None = None,
+               finish_reason: str | None = None) -> str:
+        return _choice_event(self.header, index=index, delta=delta, logprobs=logprobs,
+                             finish_reason=finish_reason)
+
+    def opening(self, index: int) -> list[str]:
+        return [self._chunk(index, {"role": "assistant", "content": ""})]
+
+    def text(self, index: int, text: str) -> str:
+        return self._chunk(index, {"content": text})
+
+    def closing(self, choice: Choice) -> list[str]:
+        """The rest of ``choice`` (``choice.text``: what was not sent yet).
+
+        Raises:
+            ValueError: as :func:`chat_completion`.
+        """
+        _check_choice(choice, _CHAT_FINISH)
+        events = [self._chunk(choice.index, {"content": text},
+                              None if tokens is None else _chat_logprobs(tokens))
+                  for text, tokens in _pieces(choice)]
+        events += [self._chunk(choice.index, {"tool_calls": [{"index": k, **call}]})
+                   for k, call in enumerate(_tool_calls_out(choice))]
+        events.append(self._chunk(choice.index, {}, finish_reason=choice.finish_reason))
+        return events
+
+    def end(self, usage: Usage) -> list[str]:
+        return _stream_end([], self.header, usage)
+
+
+def chat_chunks(*, id: str, model: str, created: int, choices: list[Choice],
+                usage: Usage | None) -> list[str]:
+    """The same reply as :func:`chat_completion`, as the events of a stream sent at once
+    (:class:`ChatStream`; ``usage`` None: the client did not ask for it).
 
     Raises:
         ValueError: as :func:`chat_completion`.
     """
-    header = _stream_header(id, "chat.completion.chunk", model, created, usage)
+    stream = ChatStream(id=id, model=model, created=created, include_usage=usage is not None)
     events = []
-
-    def chunk(index: int, delta: dict[str, Any], logprobs: dict[str, Any] | None = None,
-              finish_reason: str | None = None) -> None:
-        events.append(_choice_event(header, index=index, delta=delta, logprobs=logprobs,
-                                    finish_reason=finish_reason))
-
     for choice in choices:
-        _check_choice(choice, _CHAT_FINISH)
-        chunk(choice.index, {"role": "assistant", "content": ""})
-        for text, tokens in _pieces(choice):
-            chunk(choice.index, {"content": text},
-                  None if tokens is None else _chat_logprobs(tokens))
-        for k, call in enumerate(_tool_calls_out(choice)):
-            chunk(choice.index, {"tool_calls": [{"index": k, **call}]})
-        chunk(choice.index, {}, finish_reason=choice.finish_reason)
-    return _stream_end(events, header, usage)
+        events += [*stream.opening(choice.index), *stream.closing(choice)]
+    return events + _stream_end([], stream.header, usage)
 
 
 def completion(*, id: str, model: str, created: int, choices: list[Choice],
@@ -236,43 +263,71 @@ def completion(*, id: str, model: str, created: int, choices: list[Choice],
             "usage": _usage(usage), "system_fingerprint": None}
 
 
+class CompletionStream:
+    """The server-sent events of a streamed ``text_completion``, built as its pieces come:
+    each event's one choice carries a piece of ``text`` and ``finish_reason`` ``None``
+    (:meth:`text` as sampled; :meth:`closing`: the rest, one piece per token with its legacy
+    logprobs when they are given and join to it, else the whole rest), then a last event per
+    choice with ``text = ""`` and the finish reason. ``usage`` and ``[DONE]`` as in
+    :class:`ChatStream`."""
+
+    def __init__(self, *, id: str, model: str, created: int, include_usage: bool) -> None:
+        self.header = _stream_header(id, "text_completion", model, created, include_usage)
+        self.sent: dict[int, int] = {}  # characters sent per choice (text_offset)
+
+    def _chunk(self, index: int, text: str, logprobs: dict[str, Any] | None,
+               finish_reason: str | None) -> str:
+        return _choice_event(self.header, index=index, text=text, logprobs=logprobs,
+                             finish_reason=finish_reason)
+
+    def opening(self, index: int) -> list[str]:
+        return []  # a text completion's first event already carries text
+
+    def text(self, index: int, text: str) -> str:
+        self.sent[index] = self.sent.get(index, 0) + len(text)
+        return self._chunk(index, text, None, None)
+
+    def closing(self, choice: Choice) -> list[str]:
+        """The rest of ``choice``.
+
+        Raises:
+            ValueError: as :func:`completion`.
+        """
+        _check_choice(choice, _COMPLETION_FINISH)
+        events, offset = [], self.sent.get(choice.index, 0)
+        for text, tokens in _pieces(choice):
+            events.append(self._chunk(choice.index, text, None if tokens is None
+                                      else _legacy_logprobs(tokens, offset), None))
+            offset += len(text)
+        events.append(self._chunk(choice.index, "", None, choice.finish_reason))
+        return events
+
+    def end(self, usage: Usage) -> list[str]:
+        return _stream_end([], self.header, usage)
+
+
 def completion_chunks(*, id: str, model: str, created: int, choices: list[Choice],
                       usage: Usage | None) -> list[str]:
-    """The same reply as :func:`completion`, as the server-sent events of a stream.
-
-    Each event is a ``text_completion`` whose one choice carries a piece of ``text`` (one per
-    token with its legacy logprobs when they are given and join to the text, else the whole
-    text) and ``finish_reason`` ``None``; a last event per choice has ``text = ""`` and the
-    finish reason. ``usage`` and ``[DONE]`` as in :func:`chat_chunks`.
+    """The same reply as :func:`completion`, as the events of a stream sent at once
+    (:class:`CompletionStream`).
 
     Raises:
         ValueError: as :func:`completion`.
     """
-    header = _stream_header(id, "text_completion", model, created, usage)
+    stream = CompletionStream(id=id, model=model, created=created,
+                              include_usage=usage is not None)
     events = []
-
-    def chunk(index: int, text: str, logprobs: dict[str, Any] | None,
-              finish_reason: str | None) -> None:
-        events.append(_choice_event(header, index=index, text=text, logprobs=logprobs,
-                                    finish_reason=finish_reason))
-
     for choice in choices:
-        _check_choice(choice, _COMPLETION_FINISH)
-        offset = 0
-        for text, tokens in _pieces(choice):
-            chunk(choice.index, text,
-                  None if tokens is None else _legacy_logprobs(tokens, offset), None)
-            offset += len(text)
-        chunk(choice.index, "", None, choice.finish_reason)
-    return _stream_end(events, header, usage)
+        events += stream.closing(choice)
+    return events + _stream_end([], stream.header, usage)
 
 
 def _stream_header(id: str, object: str, model: str, created: int,
-                   usage: Usage | None) -> dict[str, Any]:
+                   include_usage: bool) -> dict[str, Any]:
     """The fields every event of a stream repeats (``"usage": None`` until the last one
     when the client asked for usage)."""
     header = _header(id, object, model, created)
-    if usage is not None:
+    if include_usage:
         header["usage"] = None
     return header
 

@@ -1,0 +1,182 @@
+"""One model call of an agent: its samples drawn whole or streamed as they are sampled, its
+replies recorded in the capture session, or nothing recorded if it does not finish.
+
+Every API the endpoint serves (chat completions, completions, the Responses API, Anthropic's
+Messages API) reads its request into the same :class:`CallSpec` (the prompt's token ids and
+how to sample) and hands it to a :class:`Call`; only the JSON around the replies differs.
+
+- :meth:`Call.run` samples the ``n`` replies and returns them;
+- :meth:`Call.deltas` yields ``(choice index, text)`` as tokens are sampled (engines that take
+  ``on_tokens``, :func:`turnrl.rollout.engine.streams`; others give everything at the end),
+  then :attr:`Call.replies` holds the replies and :meth:`Call.rest` what was held back.
+
+A call that ends early (the client hung up, the handler was cancelled, the engine failed)
+cancels its generation (the engine stops decoding it at its next step) and is abandoned:
+its turn leaves the session as it was, and nothing of it is trained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+
+from transformers import PreTrainedTokenizerBase
+
+from turnrl.agents.capture import Session, Turn
+from turnrl.agents.protocol import normalize_message
+from turnrl.agents.replies import Reply, cut_at_stop, reply_message, split_tool_calls
+from turnrl.agents.streaming import TextStream
+from turnrl.rollout.engine import Completion, Engine, SamplingParams, streams
+
+__all__ = ["Call", "CallSpec", "to_reply"]
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """What one call samples: ``n`` continuations of ``prompt`` (token ids) from ``model``'s
+    engine, at most ``max_tokens`` each, choice ``i`` seeded ``seed + i`` (None: the engine's
+    generator); the first choice continues the engine's KV session ``engine_session``."""
+
+    prompt: list[int]
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int | None
+    n: int
+    model: str
+    stops: tuple[str, ...] = ()
+    tools: list[dict] | None = None  # the tools the reply may call (None: no tool calls)
+    engine_session: str | None = None
+
+
+def to_reply(tokenizer: PreTrainedTokenizerBase, eos_token_id: int | None,
+             sampled: Completion, stops: tuple[str, ...], tools: list[dict] | None) -> Reply:
+    """A sampled completion as the client's reply: cut at the first stop string, its tool
+    calls read out (finish reason ``tool_calls`` when a call ended it)."""
+    n, text, stop = cut_at_stop(tokenizer, sampled.token_ids, eos_token_id, stops)
+    finish: str = "stop" if stop is not None else sampled.finish_reason
+    content, tool_calls = split_tool_calls(text, tools)
+    if tool_calls and finish == "stop":
+        finish = "tool_calls"
+    versions = sampled.versions[:n] if sampled.versions is not None else None
+    return Reply(sampled.token_ids[:n], sampled.logprobs[:n], content, tool_calls, finish,
+                 versions, stop)
+
+
+class Call:
+    """One call being answered.
+
+    Args:
+        engines: the served engines by model name (``spec.model`` picks one).
+        tokenizer, eos_token_id: decode the replies.
+        spec: what to sample.
+        session, turn: the capture session and the turn the call began in it (None: nothing
+            is recorded, as for ``turnrl serve`` or a raw completion outside a session).
+        response_id: the id the reply carries (keys the call's reward).
+        messages: whether the replies are chat messages (a raw completion's are not, and are
+            never continued).
+    """
+
+    def __init__(self, engines: Mapping[str, Engine], tokenizer: PreTrainedTokenizerBase,
+                 eos_token_id: int | None, spec: CallSpec, *, session: Session | None,
+                 turn: Turn | None, response_id: str, messages: bool = True) -> None:
+        self.engine = engines[spec.model]
+        self.tokenizer, self.eos_token_id = tokenizer, eos_token_id
+        self.spec, self.session, self.turn = spec, session, turn
+        self.response_id, self.messages = response_id, messages
+        self.streams = [TextStream(tokenizer, eos_token_id, spec.stops, bool(spec.tools))
+                        for _ in range(spec.n)]
+        self.replies: list[Reply] | None = None
+
+    def _params(self) -> list[SamplingParams]:
+        s = self.spec
+        return [SamplingParams(max_new_tokens=s.max_tokens, temperature=s.temperature,
+                               top_p=s.top_p, seed=None if s.seed is None else s.seed + i)
+                for i in range(s.n)]
+
+    async def run(self) -> list[Reply]:
+        """Sample every choice whole; record and return the replies."""
+        try:
+            completions = await asyncio.gather(*(
+                self.engine.generate(self.spec.prompt, p, session=self._session(i))
+                for i, p in enumerate(self._params())))
+        except BaseException:
+            self.abandon()
+            raise
+        return self._finish(list(completions))
+
+    async def deltas(self) -> AsyncIterator[tuple[int, str]]:
+        """``(choice index, text)`` as it is sampled; once exhausted, :attr:`replies` is set
+        and the call recorded. Closing it early cancels the generation and abandons the
+        call."""
+        queue: asyncio.Queue[tuple[int, list[int] | None]] = asyncio.Queue()
+        live = streams(self.engine)
+        tasks = []
+        for i, params in enumerate(self._params()):
+            kwargs: dict[str, Callable[[list[int]], None]] = \
+                {"on_tokens": functools.partial(_put, queue, i)} if live else {}
+            task = asyncio.ensure_future(self.engine.generate(
+                self.spec.prompt, params, session=self._session(i), **kwargs))
+            task.add_done_callback(functools.partial(_done, queue, i))
+            tasks.append(task)
+        finished = False
+        try:
+            done = 0
+            while done < len(tasks):
+                i, tokens = await queue.get()
+                if tokens is None:
+                    done += 1
+                    continue
+                delta = self.streams[i].push(tokens)
+                if delta:
+                    yield i, delta
+            self._finish([task.result() for task in tasks])
+            finished = True
+        finally:
+            if not finished:
+                for task in tasks:
+                    task.cancel()
+                for task in tasks:  # let the engines see the cancellations
+                    with contextlib.suppress(BaseException):
+                        await task
+                self.abandon()
+
+    def rest(self, index: int) -> str:
+        """The text of choice ``index`` not yet yielded by :meth:`deltas` (after it ends)."""
+        assert self.replies is not None, "rest() is read once the call has finished"
+        return self.streams[index].rest(self.replies[index].text)
+
+    def abandon(self) -> None:
+        """Leave the session as it was before the call (idempotent)."""
+        if self.session is not None and self.turn is not None and self.replies is None:
+            self.session.abandon(self.turn)
+            self.turn = None
+
+    def _session(self, index: int) -> str | None:
+        return self.spec.engine_session if index == 0 else None
+
+    def _finish(self, completions: list[Completion]) -> list[Reply]:
+        s = self.spec
+        replies = [to_reply(self.tokenizer, self.eos_token_id, c, s.stops, s.tools)
+                   for c in completions]
+        if self.session is not None and self.turn is not None:
+            shown = [normalize_message(reply_message(r)) if self.messages else None
+                     for r in replies]
+            self.session.finish(self.turn, [r.token_ids for r in replies],
+                                [r.logprobs for r in replies], shown,
+                                [r.versions for r in replies], response_id=self.response_id)
+        self.replies = replies
+        return replies
+
+
+def _put(queue: asyncio.Queue[tuple[int, list[int] | None]], index: int,
+         tokens: list[int]) -> None:
+    queue.put_nowait((index, tokens))
+
+
+def _done(queue: asyncio.Queue[tuple[int, list[int] | None]], index: int,
+          _task: asyncio.Future) -> None:
+    queue.put_nowait((index, None))

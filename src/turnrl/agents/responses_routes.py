@@ -1,0 +1,79 @@
+"""OpenAI's Responses API on the agent endpoint: ``POST /v1/responses``, whole or streamed
+as the tokens are sampled, captured into the same token ledger as chat completions (the
+wire format: :mod:`turnrl.agents.protocol.responses`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+
+from turnrl.agents.calls import Call
+from turnrl.agents.endpoint import Endpoint
+from turnrl.agents.http import read_body, server_error
+from turnrl.agents.protocol import OpenAIError, parse_chat_request
+from turnrl.agents.protocol.responses import (
+    ResponsesRequest,
+    ResponsesStream,
+    parse_responses,
+    response,
+    to_chat_body,
+)
+
+__all__ = ["responses"]
+
+log = logging.getLogger("turnrl.agents.server")
+
+
+async def responses(self: Endpoint, request: Request) -> Response:
+    """``POST /v1/responses``."""
+    try:
+        key, session = self.session_of(request)
+        body = await read_body(request)
+        req = parse_responses(body)
+        chat = parse_chat_request(to_chat_body(req), self.limits)
+        call = self.begin_chat(key, session, chat.messages, chat.tools, model=req.model,
+                               max_tokens=chat.max_tokens, temperature=chat.temperature,
+                               top_p=chat.top_p, seed=None, n=1, stops=chat.stop,
+                               reply_tools=chat.tool_choice != "none",
+                               response_id=f"resp_{uuid.uuid4().hex[:24]}")
+        created = int(time.time())
+        if req.stream:
+            return self.stream(request, _events(call, req, created))
+        reply = (await self.answer(request, call))[0]
+        return JSONResponse(response(
+            req, id=call.response_id, created=created, text=reply.text,
+            tool_calls=reply.tool_calls, finish_reason=reply.finish_reason,
+            prompt_tokens=len(call.spec.prompt), cached_tokens=_cached(call),
+            output_tokens=len(reply.token_ids)))
+    except OpenAIError as error:
+        return JSONResponse(error.body(), status_code=error.status)
+    except ClientDisconnect:
+        raise
+    except Exception as error:
+        log.exception("responses call failed")
+        return server_error(error)
+
+
+def _cached(call: Call) -> int:
+    return call.turn.cached_tokens if call.turn is not None else 0
+
+
+async def _events(call: Call, req: ResponsesRequest, created: int) -> AsyncIterator[str]:
+    stream = ResponsesStream(req, id=call.response_id, created=created)
+    for event in stream.opening():
+        yield event
+    async for _, text in call.deltas():
+        for event in stream.text(text):
+            yield event
+    assert call.replies is not None
+    reply = call.replies[0]
+    for event in stream.closing(rest=call.rest(0), tool_calls=reply.tool_calls,
+                                finish_reason=reply.finish_reason,
+                                prompt_tokens=len(call.spec.prompt),
+                                cached_tokens=_cached(call), output_tokens=len(reply.token_ids)):
+        yield event
