@@ -62,7 +62,7 @@ class SlowEngine:
 
     def __init__(self, tokenizer, text: str, *, tick: float = 0.0,
                  gate: threading.Event | None = None) -> None:
-        self.ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+        self.ids = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
         self.tick, self.gate = tick, gate
         self.cancelled = threading.Event()
         self.version = 0

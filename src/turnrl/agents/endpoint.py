@@ -25,6 +25,7 @@ from turnrl.agents.calls import Call, CallSpec
 from turnrl.agents.capture import RenderError, Session
 from turnrl.agents.http import LiveStream, disconnected
 from turnrl.agents.protocol import Limits, OpenAIError, models_list
+from turnrl.agents.protocol.schema import openapi
 from turnrl.agents.replies import Reply
 from turnrl.rollout.engine import Engine
 
@@ -162,9 +163,14 @@ class Endpoint:
             return JSONResponse(error.body(), status_code=error.status)
         return JSONResponse(models_list(list(self.engines), int(time.time())))
 
+    async def openapi(self, request: Request) -> Response:
+        """``GET /openapi.json``: the endpoint's OpenAPI schema."""
+        return JSONResponse(openapi(list(self.engines)))
+
     async def not_found(self, request: Request, _exc: Exception) -> Response:
         error = OpenAIError(f"no route {request.url.path}: this server serves /v1/chat/"
-                            "completions, /v1/completions and /v1/models", status=404,
+                            "completions, /v1/completions, /v1/responses, /v1/messages and "
+                            "/v1/models (GET /openapi.json describes them)", status=404,
                             type="not_found_error")
         return JSONResponse(error.body(), status_code=404)
 

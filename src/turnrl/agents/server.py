@@ -83,6 +83,7 @@ class ModelServer(Endpoint):
             routes += [Route(f"{prefix}/{path}", functools.partial(handler, self),
                              methods=["POST"]) for path, handler in handlers.items()]
             routes.append(Route(f"{prefix}/models", self.models, methods=["GET"]))
+        routes.append(Route("/openapi.json", self.openapi, methods=["GET"]))
         self.app = QuietDisconnects(Starlette(routes=routes, exception_handlers={
             404: self.not_found, 405: self.not_allowed}))
 
