@@ -74,7 +74,7 @@ class SlowEngine:
             for token in self.ids[:params.max_new_tokens]:
                 out.append(token)
                 if on_tokens is not None:
-                    on_tokens([token])
+                    on_tokens([token], [-0.5])
                 if self.gate is not None and len(out) == 1:
                     waited = await asyncio.get_running_loop().run_in_executor(
                         None, self.gate.wait, 20)
@@ -165,3 +165,27 @@ def test_a_client_that_hangs_up_cancels_the_generation(tokenizer, stream) -> Non
             reply = http.get(server.url(key) + "/models",
                              headers={"authorization": f"Bearer {key}"})
             assert reply.status_code == 200
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_run_that_trains_partial_replies_keeps_what_was_sampled(tokenizer, stream) -> None:
+    """``agent.train_partial``: the cancelled call is answered with the tokens it had
+    sampled (a prefix of what the engine would have sampled), masked for training."""
+    engine = SlowEngine(tokenizer, "one two three four five six seven " * 20, tick=0.02)
+    with serve(engine, tokenizer) as server:
+        server.train_partial = True
+        key, session = server.open_session()
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(_request(server, key, stream))
+            time.sleep(0.3)
+        assert engine.cancelled.wait(10)
+        deadline = time.monotonic() + 5
+        while not session.answered and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert session.answered == [0] and session.in_flight == 0
+        (segment,) = session.sampled_segments()
+        ledger = segment.ledger
+        kept = [t for t, m in zip(ledger.token_ids, ledger.loss_mask, strict=True) if m]
+        assert 0 < len(kept) < len(engine.ids) and kept == engine.ids[:len(kept)]
+        assert [lp for lp, m in zip(ledger.logprobs, ledger.loss_mask, strict=True) if m] \
+            == [-0.5] * len(kept)

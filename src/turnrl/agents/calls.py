@@ -12,7 +12,9 @@ how to sample) and hands it to a :class:`Call`; only the JSON around the replies
 
 A call that ends early (the client hung up, the handler was cancelled, the engine failed)
 cancels its generation (the engine stops decoding it at its next step) and is abandoned:
-its turn leaves the session as it was, and nothing of it is trained.
+its turn leaves the session as it was, and nothing of it is trained. With ``keep_partial``
+(``agent.train_partial``) a call cancelled by its client keeps what each choice had sampled
+(from an engine that reports its tokens) as its reply, finish reason ``length``.
 """
 
 from __future__ import annotations
@@ -78,17 +80,22 @@ class Call:
         response_id: the id the reply carries (keys the call's reward).
         messages: whether the replies are chat messages (a raw completion's are not, and are
             never continued).
+        keep_partial: a call its client cancels keeps what it had sampled (see above).
     """
 
     def __init__(self, engines: Mapping[str, Engine], tokenizer: PreTrainedTokenizerBase,
                  eos_token_id: int | None, spec: CallSpec, *, session: Session | None,
-                 turn: Turn | None, response_id: str, messages: bool = True) -> None:
+                 turn: Turn | None, response_id: str, messages: bool = True,
+                 keep_partial: bool = False) -> None:
         self.engine = engines[spec.model]
         self.tokenizer, self.eos_token_id = tokenizer, eos_token_id
         self.spec, self.session, self.turn = spec, session, turn
         self.response_id, self.messages = response_id, messages
+        self.keep_partial = keep_partial and streams(self.engine)
         self.streams = [TextStream(tokenizer, eos_token_id, spec.stops, bool(spec.tools))
                         for _ in range(spec.n)]
+        # what each choice has sampled so far: (token ids, log-probs)
+        self.sampled: list[tuple[list[int], list[float]]] = [([], []) for _ in range(spec.n)]
         self.replies: list[Reply] | None = None
 
     def _params(self) -> list[SamplingParams]:
@@ -97,32 +104,40 @@ class Call:
                                top_p=s.top_p, seed=None if s.seed is None else s.seed + i)
                 for i in range(s.n)]
 
+    def _sink(self, queue: asyncio.Queue[tuple[int, list[int] | None]] | None, index: int,
+              tokens: list[int], logprobs: list[float]) -> None:
+        self.sampled[index][0].extend(tokens)
+        self.sampled[index][1].extend(logprobs)
+        if queue is not None:
+            queue.put_nowait((index, tokens))
+
+    def _generate(self, index: int, params: SamplingParams,
+                  queue: asyncio.Queue[tuple[int, list[int] | None]] | None) -> asyncio.Future:
+        kwargs: dict[str, Callable[[list[int], list[float]], None]] = {}
+        if streams(self.engine) and (queue is not None or self.keep_partial):
+            kwargs["on_tokens"] = functools.partial(self._sink, queue, index)
+        return asyncio.ensure_future(self.engine.generate(
+            self.spec.prompt, params, session=self._session(index), **kwargs))
+
     async def run(self) -> list[Reply]:
         """Sample every choice whole; record and return the replies."""
+        tasks = [self._generate(i, p, None) for i, p in enumerate(self._params())]
         try:
-            completions = await asyncio.gather(*(
-                self.engine.generate(self.spec.prompt, p, session=self._session(i))
-                for i, p in enumerate(self._params())))
-        except BaseException:
-            self.abandon()
+            completions = await asyncio.gather(*tasks)
+        except BaseException as error:
+            await self._stop(tasks, cancelled=isinstance(error, asyncio.CancelledError))
             raise
         return self._finish(list(completions))
 
     async def deltas(self) -> AsyncIterator[tuple[int, str]]:
         """``(choice index, text)`` as it is sampled; once exhausted, :attr:`replies` is set
-        and the call recorded. Closing it early cancels the generation and abandons the
-        call."""
+        and the call recorded. Closing it early cancels the generation."""
         queue: asyncio.Queue[tuple[int, list[int] | None]] = asyncio.Queue()
-        live = streams(self.engine)
         tasks = []
         for i, params in enumerate(self._params()):
-            kwargs: dict[str, Callable[[list[int]], None]] = \
-                {"on_tokens": functools.partial(_put, queue, i)} if live else {}
-            task = asyncio.ensure_future(self.engine.generate(
-                self.spec.prompt, params, session=self._session(i), **kwargs))
+            task = self._generate(i, params, queue)
             task.add_done_callback(functools.partial(_done, queue, i))
             tasks.append(task)
-        finished = False
         try:
             done = 0
             while done < len(tasks):
@@ -133,16 +148,26 @@ class Call:
                 delta = self.streams[i].push(tokens)
                 if delta:
                     yield i, delta
-            self._finish([task.result() for task in tasks])
-            finished = True
-        finally:
-            if not finished:
-                for task in tasks:
-                    task.cancel()
-                for task in tasks:  # let the engines see the cancellations
-                    with contextlib.suppress(BaseException):
-                        await task
-                self.abandon()
+            completions = [task.result() for task in tasks]
+        except BaseException as error:
+            await self._stop(tasks, cancelled=isinstance(
+                error, (asyncio.CancelledError, GeneratorExit)))
+            raise
+        self._finish(completions)
+
+    async def _stop(self, tasks: list[asyncio.Future], *, cancelled: bool) -> None:
+        """The call ends unfinished: cancel its generation; keep what it sampled (a call its
+        client cancelled, with ``keep_partial``) or abandon it."""
+        for task in tasks:
+            task.cancel()
+        for task in tasks:  # let the engines see the cancellations
+            with contextlib.suppress(BaseException):
+                await task
+        if cancelled and self.keep_partial and any(ids for ids, _ in self.sampled):
+            self._finish([Completion(list(ids), list(lps), "length")
+                          for ids, lps in self.sampled])
+        else:
+            self.abandon()
 
     def rest(self, index: int) -> str:
         """The text of choice ``index`` not yet yielded by :meth:`deltas` (after it ends)."""
@@ -170,11 +195,6 @@ class Call:
                                 [r.versions for r in replies], response_id=self.response_id)
         self.replies = replies
         return replies
-
-
-def _put(queue: asyncio.Queue[tuple[int, list[int] | None]], index: int,
-         tokens: list[int]) -> None:
-    queue.put_nowait((index, tokens))
 
 
 def _done(queue: asyncio.Queue[tuple[int, list[int] | None]], index: int,

@@ -45,6 +45,7 @@ class Endpoint:
         self.limits, self.max_context_tokens = limits, max_context_tokens
         self.max_calls = max_calls
         self.sampling: tuple[float, float] | None = None
+        self.train_partial = False  # agent.train_partial: keep a cancelled call's tokens
         self.open_access = open_access
         self.eos_token_id = tokenizer.eos_token_id
         self.sessions: dict[str, Session] = {}
@@ -124,7 +125,7 @@ class Endpoint:
             session.abandon(turn)
             raise
         return Call(self.engines, self.tokenizer, self.eos_token_id, spec, session=session,
-                    turn=turn, response_id=response_id)
+                    turn=turn, response_id=response_id, keep_partial=self.train_partial)
 
     def spec(self, prompt: list[int], max_tokens: int, temperature: float, top_p: float,
               seed: int | None, n: int, model: str, stops: tuple[str, ...],

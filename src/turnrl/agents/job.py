@@ -102,6 +102,7 @@ class AgentJob:
                                       limits=Limits(max_tokens=r.max_new_tokens),
                                       max_context_tokens=r.max_context_tokens,
                                       max_calls=a.max_calls).start()
+            self.server.train_partial = a.train_partial
         self.server.engine = engine  # a rollback may have rebuilt it
         self.server.engines.update(policies or {})
         if self.workers is None and a.workers > 0:

@@ -100,7 +100,7 @@ async def completions(self: Endpoint, request: Request) -> Response:
                 session.abandon(turn)
             raise
         call = Call(self.engines, self.tokenizer, self.eos_token_id, spec,
-                    session=session, turn=turn, messages=False,
+                    session=session, turn=turn, messages=False, keep_partial=self.train_partial,
                     response_id=f"cmpl-{uuid.uuid4().hex[:24]}")
         head: dict[str, Any] = {"id": call.response_id, "model": req.model,
                                 "created": int(time.time())}

@@ -55,7 +55,9 @@ class ModelServer(Endpoint):
         open_access: serve calls without a registered session key (``turnrl serve``).
 
     ``sampling`` (``(temperature, top_p)`` or None) overrides what each request asks: a
-    training run samples at the learner's temperature.
+    training run samples at the learner's temperature. ``train_partial`` (default False,
+    ``agent.train_partial``): a call its client hangs up on keeps the tokens it had sampled
+    as its reply instead of being abandoned.
 
     Use as a context manager, or :meth:`start` and :meth:`close`; :meth:`run` submits a
     coroutine to the server's loop (the agent runner plays its episodes there).

@@ -313,6 +313,12 @@ class AgentConfig(Section):
         "threads), so its SDK and tools do not share the trainer's interpreter; 0: threads "
         "of the trainer's process."
     )
+    train_partial: bool = Field(
+        False, description="A call whose client hung up before its reply was done (its "
+        "generation is cancelled): false: nothing of it is trained; true: the tokens sampled "
+        "until then are kept as its reply (finish reason length) and trained with the run's "
+        "reward."
+    )
 
     @model_validator(mode="after")
     def _check_tasks(self) -> AgentConfig:

@@ -41,9 +41,10 @@ class Completion:
     versions: list[int] | None = None
 
 
-TokenSink = Callable[[list[int]], None]
-"""Called with the tokens a request sampled in one engine step, as they are sampled (on the
-engine's event loop; the stop token included): what a streamed reply sends."""
+TokenSink = Callable[[list[int], list[float]], None]
+"""Called with the tokens a request sampled in one engine step and their log-probs, as they
+are sampled (on the engine's event loop; the stop token included): what a streamed reply
+sends, and what a cancelled one had sampled."""
 
 
 @runtime_checkable

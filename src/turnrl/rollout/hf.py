@@ -327,7 +327,7 @@ class HFEngine:
             row.logprobs.append(logprob)
             row.versions.append(self.version)
             if row.request.on_tokens is not None:
-                row.request.on_tokens([token])
+                row.request.on_tokens([token], [logprob])
         self.stats["decode_tokens"] += len(rows)
 
     def _merge(self, rows: list[_Row], cache: DynamicCache, mask: Tensor, *, spare: int) -> None:

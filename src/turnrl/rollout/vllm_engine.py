@@ -313,11 +313,12 @@ class VLLMEngine:
             completion = output.outputs[0]
             new = list(completion.token_ids)
             running.tokens += new
-            running.logprobs += [step[token].logprob for token, step in
-                                 zip(new, completion.logprobs or [], strict=True)]
+            logprobs = [step[token].logprob for token, step in
+                        zip(new, completion.logprobs or [], strict=True)]
+            running.logprobs += logprobs
             running.versions += [self.version] * len(new)
             if new and running.on_tokens is not None:
-                running.on_tokens(new)
+                running.on_tokens(new, logprobs)
             self.stats["decode_tokens"] += len(new)
             if output.finished:
                 del self._running[output.request_id]
