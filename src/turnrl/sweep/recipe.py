@@ -57,6 +57,7 @@ LATER_FIELDS: dict[str, Any] = {
     "multi.agents": {}, "multi.role_groups": True, "multi.step_keys": "auto",
     "multi.eval_opponents": ["random", "oracle", "self"], "multi.pool_every": 5,
     "multi.pool_size": 4, "multi.policies": [], "multi.frozen_models": {},
+    "agent.train_partial": False,
 }
 
 
