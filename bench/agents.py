@@ -26,6 +26,10 @@ takes milliseconds, so that work weighs here; a real model's turn takes far long
     python bench/agents.py                                     # 16 x 4 episodes, 5 rounds
     python bench/agents.py --groups 8 --repeats 3            # quicker (SFT: ~35 s idle)
 
+Then one more agent round plays while a client streams calls beside it: the time to each
+one's first token against the engine's step period at that load (``streaming_probe``;
+target: at most 2 decoding steps). ``bench/streaming.py`` measures it for a lone request.
+
 Writes ``bench/results/agents.json`` and ``agents.md``.
 """
 
@@ -121,6 +125,7 @@ def measure(args: argparse.Namespace) -> dict:
     play = {"env": lambda n: env_runner.collect(make_env, seeds[:n], args.group_size),
             "agent": lambda n: agent_runner.collect(None, list(range(n)), args.group_size)}
     samples: dict[str, list[dict]] = {"env": [], "agent": []}
+    streamed: dict = {}
     try:
         for name in play:  # warm-up: the first batches, the HTTP client, the threads
             play[name](min(2, args.groups))
@@ -132,6 +137,8 @@ def measure(args: argparse.Namespace) -> dict:
                                              time.perf_counter() - start))
                 print(json.dumps({"round": round_, "mode": name, **samples[name][-1]}),
                       flush=True)
+        streamed = streaming_probe(server, lambda: play["agent"](args.groups), args.probes)
+        print(json.dumps({"streaming": streamed}), flush=True)
     finally:
         agent_runner.close()
         if workers is not None:
@@ -148,7 +155,55 @@ def measure(args: argparse.Namespace) -> dict:
             "agent_over_env_episodes_per_s": modes["agent"]["episodes_per_s"]
             / modes["env"]["episodes_per_s"],
             "agent_over_env_turns_per_s": modes["agent"]["turns_per_s"]
-            / modes["env"]["turns_per_s"]}
+            / modes["env"]["turns_per_s"], "streaming": streamed}
+
+
+def streaming_probe(server, play_round, probes: int) -> dict:
+    """Time to the first streamed token under load: while one more agent round plays, a
+    client streams ``probes`` calls one after another (raw HTTP, each in a session of its
+    own, hanging up after the first content piece: the rest is cancelled), each timed from
+    sending to that piece; the engine's step period over the round (its wall time over its
+    prefill and decoding steps) is one decoding step at that load. Target: median TTFT at
+    most 2 steps."""
+    import threading
+
+    import guess_agent
+    import httpx
+
+    engine, ttft, done = server.engine, [], threading.Event()
+
+    def probe() -> None:
+        with httpx.Client(timeout=60) as http:
+            for i in range(probes):
+                if done.is_set():
+                    return
+                key, _ = server.open_session()
+                body = {"model": guess_agent.MODEL, "stream": True, "max_tokens": 8, "seed": i,
+                        "messages": [{"role": "user", "content": "Guess my number (1-100)."}]}
+                start = time.perf_counter()
+                with http.stream("POST", server.url(key) + "/chat/completions",
+                                 json=body) as reply:
+                    for line in reply.iter_lines():
+                        if line.startswith("data: {") and '"content":"' in line \
+                                and '"content":""' not in line:
+                            ttft.append(time.perf_counter() - start)
+                            break
+                server.close_session(key)
+                time.sleep(0.02)
+
+    before = dict(engine.stats)
+    thread = threading.Thread(target=probe, daemon=True)
+    start = time.perf_counter()
+    thread.start()
+    play_round()
+    wall = time.perf_counter() - start
+    done.set()
+    thread.join(60)
+    steps = sum(engine.stats[k] - before[k] for k in ("decode_steps", "prefills"))
+    step_s = wall / max(steps, 1)
+    median = statistics.median(ttft) if ttft else float("nan")
+    return {"probes": len(ttft), "ttft_s_median": median, "step_s": step_s,
+            "ttft_over_step": median / step_s, "engine_steps": steps, "round_s": wall}
 
 
 def markdown(result: dict) -> str:
@@ -170,6 +225,13 @@ def markdown(result: dict) -> str:
                      f"{m['sampled_tokens_per_episode']:.1f} | {m['failed']:.0f} |")
     lines += ["", f"agent / env: {result['agent_over_env_episodes_per_s']:.2f}x episodes/s, "
               f"{result['agent_over_env_turns_per_s']:.2f}x turns/s (target >= 0.8x)"]
+    streamed = result.get("streaming")
+    if streamed:
+        lines += ["", f"Streaming under this load (one more agent round, {streamed['probes']} "
+                  f"streamed calls beside it): time to the first token "
+                  f"{1000 * streamed['ttft_s_median']:.1f} ms (median), one engine step "
+                  f"{1000 * streamed['step_s']:.1f} ms: {streamed['ttft_over_step']:.2f}x a "
+                  "decoding step (target <= 2x)"]
     return "\n".join(lines) + "\n"
 
 
@@ -185,6 +247,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--sft-conversations", type=int, default=1024)
     parser.add_argument("--sft-lr", type=float, default=5e-3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--probes", type=int, default=40,
+                        help="streamed calls timed during one more agent round (TTFT)")
     parser.add_argument("--workers", type=int, default=1,
                         help="agent worker processes (agent.workers; 0: threads)")
     parser.add_argument("--results-dir", default=str(RESULTS))

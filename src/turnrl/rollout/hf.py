@@ -191,7 +191,9 @@ class HFEngine:
     @torch.inference_mode()
     def step(self) -> None:
         """Admit waiting requests into free slots, decode one token for every running
-        request, and resolve the requests that finished."""
+        request, and resolve the requests that finished. A step that admitted a streamed
+        request (``on_tokens``) ends after the prefill: its first token is sent before the
+        batch's next token is decoded."""
         self._tidy()
         self._drop_abandoned()
         free = self.max_batch_size - len(self._rows)
@@ -203,6 +205,8 @@ class HFEngine:
                 self._pending = admitted + self._pending
                 raise
             self._retire_finished()
+            if any(r.on_tokens is not None for r in admitted):
+                return  # a streamed reply's first token goes out before the next step
         if any(row.alive for row in self._rows):
             self._decode_step()
             self._retire_finished()
@@ -280,9 +284,13 @@ class HFEngine:
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)[:, past_len:]
         cache = batched_past(cached, prefix, past_len)
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
-                         use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
-        logits = out.logits[:, -1, :]
+        if self._decode is not None:
+            logits = self._decode.prefill(input_ids, cache, mask, position_ids)
+        else:
+            out = self.model(input_ids=input_ids, attention_mask=mask,
+                             position_ids=position_ids, use_cache=True, logits_to_keep=1,
+                             **{self._cache_kwarg: cache})
+            logits = out.logits[:, -1, :]
         if len(prompts) < len(requests):  # one row per request, copied from its prompt's
             index = torch.tensor(owner, device=self.device)
             cache.batch_select_indices(index)
