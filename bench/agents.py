@@ -137,7 +137,8 @@ def measure(args: argparse.Namespace) -> dict:
                                              time.perf_counter() - start))
                 print(json.dumps({"round": round_, "mode": name, **samples[name][-1]}),
                       flush=True)
-        streamed = streaming_probe(server, lambda: play["agent"](args.groups), args.probes)
+        streamed = streaming_probe(server, lambda: play["agent"](args.groups), args.probes) \
+            if args.probes > 0 else {}
         print(json.dumps({"streaming": streamed}), flush=True)
     finally:
         agent_runner.close()

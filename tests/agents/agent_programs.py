@@ -202,3 +202,92 @@ def continued_discard_first(client, task):
                  {"role": "user", "content": "again"}]
     client.chat.completions.create(model="policy", messages=messages, max_tokens=3)
     return AgentResult(reward=1.0, discarded=[first.id])
+
+
+# --- the four SDKs, each with a tool, logging what it got (TURNRL_AGENT_LOG) ------------------
+
+ADD = {"name": "add", "description": "Add two integers.",
+       "parameters": {"type": "object", "properties": {"a": {"type": "integer"},
+                                                       "b": {"type": "integer"}},
+                      "required": ["a", "b"]}}
+
+
+def _log(sdk: str, texts: list[str]) -> None:
+    """Append the reply texts an agent got to the file ``$TURNRL_AGENT_LOG`` names."""
+    import json
+
+    path = os.environ.get("TURNRL_AGENT_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write("".join(json.dumps({"sdk": sdk, "text": t}) + "\n" for t in texts))
+
+
+def openai_tools(client, task):
+    """The openai SDK: a tool offered, two calls in one conversation."""
+    messages = [{"role": "user", "content": task["question"]}]
+    for _ in range(2):
+        reply = client.chat.completions.create(
+            model="policy", messages=messages, max_tokens=6,
+            tools=[{"type": "function", "function": ADD}]).choices[0].message
+        _log("openai", [reply.content or ""])
+        messages += [reply.model_dump(exclude_none=True), {"role": "user", "content": "and?"}]
+    return float(task["answer"] in (reply.content or ""))
+
+
+def langchain_tools(base_url, api_key, task):
+    """LangChain's ChatOpenAI with bind_tools."""
+    from langchain_core.messages import HumanMessage
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(model="policy", base_url=base_url, api_key=api_key, max_tokens=6,
+                     max_retries=0).bind_tools([{"type": "function", "function": ADD}])
+    messages = [HumanMessage(task["question"])]
+    for _ in range(2):
+        reply = llm.invoke(messages)
+        _log("langchain", [reply.content])
+        messages += [reply, HumanMessage("and?")]
+    return float(task["answer"] in reply.content)
+
+
+async def agents_sdk_tools(base_url, api_key, task):
+    """The OpenAI Agents SDK with its default model (the Responses API) and a function tool."""
+    import agents
+
+    @agents.function_tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+    agent = agents.Agent(name="adder", instructions="Answer with a number.", tools=[add],
+                         model="policy")  # replies cut by the run's cap (rollout.max_new_tokens)
+    config = agents.RunConfig(model_provider=agents.OpenAIProvider(openai_client=client))
+    try:
+        result = await agents.Runner.run(agent, task["question"], run_config=config,
+                                         max_turns=2)
+        responses, final = result.raw_responses, str(result.final_output)
+    except agents.MaxTurnsExceeded as error:  # the model kept calling tools
+        responses, final = error.run_data.raw_responses if error.run_data else [], ""
+    _log("agents", ["".join(part.text for item in response.output if item.type == "message"
+                            for part in item.content) for response in responses])
+    return float(task["answer"] in final)
+
+
+def anthropic_tools(base_url, api_key, task):
+    """The anthropic SDK's Messages API with a tool (base URL without /v1: the SDK adds it)."""
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=base_url.removesuffix("/v1"), api_key=api_key,
+                                 max_retries=0)
+    tool = {"name": ADD["name"], "description": ADD["description"],
+            "input_schema": ADD["parameters"]}
+    messages = [{"role": "user", "content": task["question"]}]
+    for _ in range(2):
+        reply = client.messages.create(model="policy", max_tokens=6, tools=[tool],
+                                       messages=messages)
+        text = "".join(block.text for block in reply.content if block.type == "text")
+        _log("anthropic", [text])
+        messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True)
+                                                       for b in reply.content]},
+                     {"role": "user", "content": "and?"}]
+    return float(task["answer"] in text)

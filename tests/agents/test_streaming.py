@@ -189,3 +189,26 @@ def test_a_run_that_trains_partial_replies_keeps_what_was_sampled(tokenizer, str
         assert 0 < len(kept) < len(engine.ids) and kept == engine.ids[:len(kept)]
         assert [lp for lp, m in zip(ledger.logprobs, ledger.loss_mask, strict=True) if m] \
             == [-0.5] * len(kept)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_responses_reply_is_incomplete_only_at_the_agents_own_limit(tokenizer, stream) -> None:
+    """``max_output_tokens`` that ends the reply: ``incomplete`` (max_output_tokens); the run's
+    cap ending it (no limit asked): ``completed``, as the Agents SDK fails a run on the former."""
+    engine = SlowEngine(tokenizer, "one two three four five six seven " * 20)
+    with ModelServer(engine, tokenizer, model_name="policy", limits=Limits(max_tokens=10),
+                     max_context_tokens=4096, open_access=True) as server:
+        client = openai.OpenAI(base_url=server.url(), api_key="x", max_retries=0)
+        for limit, status in ((5, "incomplete"), (None, "completed")):
+            ask = {"model": "policy", "input": "count",
+                   **({"max_output_tokens": limit} if limit else {})}
+            if stream:  # the terminal event is response.completed or response.incomplete
+                events = list(client.responses.create(**ask, stream=True))
+                assert events[-1].type == f"response.{status}"
+                reply = events[-1].response
+            else:
+                reply = client.responses.create(**ask)
+            assert reply.status == status
+            assert (reply.incomplete_details.reason if reply.incomplete_details else None) == (
+                "max_output_tokens" if limit else None)
+            assert reply.usage.output_tokens == (limit or 10)

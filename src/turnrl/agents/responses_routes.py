@@ -42,12 +42,16 @@ async def responses(self: Endpoint, request: Request) -> Response:
                                reply_tools=chat.tool_choice != "none",
                                response_id=f"resp_{uuid.uuid4().hex[:24]}")
         created = int(time.time())
+        # "incomplete" only when the agent's own max_output_tokens ended the reply: a reply
+        # the run's cap (rollout.max_new_tokens) cut is "completed" (the agent could not ask
+        # for more; the Agents SDK fails a run on "incomplete")
+        own_limit = req.max_output_tokens is not None and not chat.clamped
         if req.stream:
-            return self.stream(request, _events(call, req, created))
+            return self.stream(request, _events(call, req, created, own_limit))
         reply = (await self.answer(request, call))[0]
         return JSONResponse(response(
             req, id=call.response_id, created=created, text=reply.text,
-            tool_calls=reply.tool_calls, finish_reason=reply.finish_reason,
+            tool_calls=reply.tool_calls, finish_reason=_finish(reply.finish_reason, own_limit),
             prompt_tokens=len(call.spec.prompt), cached_tokens=_cached(call),
             output_tokens=len(reply.token_ids)))
     except OpenAIError as error:
@@ -63,7 +67,12 @@ def _cached(call: Call) -> int:
     return call.turn.cached_tokens if call.turn is not None else 0
 
 
-async def _events(call: Call, req: ResponsesRequest, created: int) -> AsyncIterator[str]:
+def _finish(reason: str, own_limit: bool) -> str:
+    return "stop" if reason == "length" and not own_limit else reason
+
+
+async def _events(call: Call, req: ResponsesRequest, created: int,
+                  own_limit: bool) -> AsyncIterator[str]:
     stream = ResponsesStream(req, id=call.response_id, created=created)
     for event in stream.opening():
         yield event
@@ -73,7 +82,7 @@ async def _events(call: Call, req: ResponsesRequest, created: int) -> AsyncItera
     assert call.replies is not None
     reply = call.replies[0]
     for event in stream.closing(rest=call.rest(0), tool_calls=reply.tool_calls,
-                                finish_reason=reply.finish_reason,
+                                finish_reason=_finish(reply.finish_reason, own_limit),
                                 prompt_tokens=len(call.spec.prompt),
                                 cached_tokens=_cached(call), output_tokens=len(reply.token_ids)):
         yield event
