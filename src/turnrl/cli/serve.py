@@ -69,8 +69,10 @@ def run(args: argparse.Namespace) -> int:
         previous = {sig: signal.signal(sig, _stop_serving)
                     for sig in (signal.SIGINT, signal.SIGTERM)}
         served = "".join(f", {n!r}" for n in policies)
-        print(f"serving {args.model} as {name!r}{served} at {server.url()} (Ctrl-C stops)",
-              flush=True)
+        print(f"serving {args.model} as {name!r}{served} at {server.url()} (Ctrl-C stops)\n"
+              f"  OpenAI SDKs: base_url={server.url()}; Anthropic's SDK: "
+              f"base_url={server.url().removesuffix('/v1')}; schema: "
+              f"{server.url().removesuffix('/v1')}/openapi.json", flush=True)
         try:  # wake up now and then: a signal the kernel gives another thread (the server's,
             # torch's) only sets a flag, which the main thread reads when it next runs
             while True:
