@@ -44,3 +44,33 @@ def test_an_agents_calls_over_vllm_are_captured_token_exactly(engine, policy,
         assert torch.allclose(got, want[0, sampled], atol=1e-4), (got, want[0, sampled])
         server.close_session(key)
         assert server.sessions == {}
+
+
+def test_a_stream_over_vllm_comes_as_sampled_and_adds_up_to_the_whole_reply(
+        engine, vllm_tokenizer) -> None:
+    """The vLLM engine reports each step's tokens (``on_tokens``): a streamed reply comes in
+    several pieces that join to the reply the same seed gives whole."""
+    import json
+
+    from turnrl.rollout.engine import streams
+
+    assert streams(engine)
+    with ModelServer(engine, vllm_tokenizer, model_name="policy",
+                     limits=Limits(max_tokens=24), max_context_tokens=2048,
+                     open_access=True) as server, httpx.Client(timeout=60) as http:
+        for seed in range(50):  # a seed whose reply runs to several characters
+            ask = {"model": "policy", "seed": seed, "max_tokens": 24,
+                   "messages": [{"role": "user", "content": "Count to twenty."}]}
+            whole = http.post(server.url() + "/chat/completions", json=ask).json()
+            if len(whole["choices"][0]["message"]["content"].strip()) >= 6:
+                break
+        pieces = []
+        with http.stream("POST", server.url() + "/chat/completions",
+                         json={**ask, "stream": True}) as reply:
+            for line in reply.iter_lines():
+                if line.startswith("data: {"):
+                    choices = json.loads(line[6:])["choices"]
+                    if choices and choices[0]["delta"].get("content"):
+                        pieces.append(choices[0]["delta"]["content"])
+        assert "".join(pieces) == whole["choices"][0]["message"]["content"]
+        assert len(pieces) > 1
