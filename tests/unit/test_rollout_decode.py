@@ -66,44 +66,6 @@ def test_decoding_steps_give_the_forward_pass_logits(build) -> None:
         tokens = want.argmax(-1)
 
 
-@pytest.mark.parametrize("build", [llama, qwen2])
-def test_a_prefill_gives_the_forward_pass_logits_and_cache(build) -> None:
-    """Left-padded prompts, with and without a cached prefix: the last position's logits and
-    the keys/values appended equal the transformers forward pass's."""
-    from transformers import DynamicCache
-
-    model = build()
-    step = decode_step_for(model)
-    assert isinstance(step, DecodeStep)
-    prompts = [[5, 9, 13, 2, 40], [7], [11, 12, 13]]
-    width = max(len(p) for p in prompts)
-    ids = torch.zeros((3, width), dtype=torch.long)
-    mask = torch.zeros((3, width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):], mask[i, width - len(p):] = torch.tensor(p), 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    ours, theirs = DynamicCache(), DynamicCache()
-    got = step.prefill(ids, ours, mask, positions)
-    with torch.no_grad():
-        want = model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                     use_cache=True, cache=theirs, logits_to_keep=1).logits[:, -1]
-    assert (got - want).abs().max().item() < 1e-5
-    for layer in range(model.config.num_hidden_layers):  # real columns only
-        keep = mask.bool()
-        for a, b in ((ours.layers[layer].keys, theirs.layers[layer].keys),
-                     (ours.layers[layer].values, theirs.layers[layer].values)):
-            assert (a.transpose(1, 2)[keep] - b.transpose(1, 2)[keep]).abs().max() < 1e-5
-    # a second prompt piece over that cache (a session's next turn)
-    more = torch.tensor([[3, 4], [0, 6], [8, 9]])
-    more_mask = torch.cat([mask, torch.tensor([[1, 1], [0, 1], [1, 1]])], 1)
-    more_pos = (more_mask.cumsum(-1) - 1).clamp(min=0)[:, width:]
-    got = step.prefill(more, ours, more_mask, more_pos)
-    with torch.no_grad():
-        want = model(input_ids=more, attention_mask=more_mask, position_ids=more_pos,
-                     use_cache=True, cache=theirs, logits_to_keep=1).logits[:, -1]
-    assert (got - want).abs().max().item() < 1e-5
-
-
 def test_lora_layers_apply_in_the_decoding_step() -> None:
     from peft import LoraConfig, get_peft_model
 

@@ -284,13 +284,9 @@ class HFEngine:
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)[:, past_len:]
         cache = batched_past(cached, prefix, past_len)
-        if self._decode is not None:
-            logits = self._decode.prefill(input_ids, cache, mask, position_ids)
-        else:
-            out = self.model(input_ids=input_ids, attention_mask=mask,
-                             position_ids=position_ids, use_cache=True, logits_to_keep=1,
-                             **{self._cache_kwarg: cache})
-            logits = out.logits[:, -1, :]
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
+                         use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
+        logits = out.logits[:, -1, :]
         if len(prompts) < len(requests):  # one row per request, copied from its prompt's
             index = torch.tensor(owner, device=self.device)
             cache.batch_select_indices(index)

@@ -103,60 +103,6 @@ class DecodeStep:
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return self.model.lm_head(self.inner.norm(x))  # type: ignore[operator]
 
-    @torch.inference_mode()
-    def prefill(self, tokens: Tensor, cache: Cache, mask: Tensor, positions: Tensor) -> Tensor:
-        """Feed each row ``T`` tokens at once (a prompt, after any cached prefix); the last
-        position's logits.
-
-        Args:
-            tokens: (B, T) each row's new tokens, left-padded.
-            cache: the rows' cached keys/values (B, kv_heads, P, head_dim), or empty
-                (P = 0); the new tokens' keys and values are appended.
-            mask: (B, P + T) 1 where a row has a token (cached or new), 0 on padding.
-            positions: (B, T) each new token's position id.
-        Returns:
-            (B, vocab) the logits after each row's last token.
-
-        Query ``t`` of a row attends to the columns ``j <= P + t`` its mask keeps; a padding
-        query attends to nothing it keeps and gets uniform weights over the finite bias
-        (``finfo.min``, not ``-inf``: no NaN reaches the cache), and its output is never
-        read.
-        """
-        batch, length = tokens.shape
-        past = mask.shape[1] - length
-        x = self.inner.embed_tokens(tokens)  # (B, T, hidden)
-        cos, sin = self.inner.rotary_emb(x, positions)  # (B, T, head_dim)
-        cos, sin = cos.to(x.dtype)[:, None], sin.to(x.dtype)[:, None]  # (B, 1, T, head_dim)
-        columns = torch.arange(past + length, device=x.device)
-        causal = columns[None, :] <= (past + torch.arange(length, device=x.device))[:, None]
-        keep = causal[None] & (mask[:, None, :] == 1)  # (B, T, P + T)
-        bias = torch.zeros(keep.shape, dtype=x.dtype, device=x.device)
-        bias = bias.masked_fill_(~keep, torch.finfo(x.dtype).min)[:, None, None]
-        groups = self.heads // self.kv_heads
-        for index, layer in enumerate(self.inner.layers):
-            attention = layer.self_attn
-            h = layer.input_layernorm(x)
-            q = attention.q_proj(h).view(batch, length, self.heads, self.head_dim)
-            k = attention.k_proj(h).view(batch, length, self.kv_heads, self.head_dim)
-            v = attention.v_proj(h).view(batch, length, self.kv_heads, self.head_dim)
-            q = q.transpose(1, 2) * cos + _half(q.transpose(1, 2)) * sin  # (B, H, T, d)
-            k = k.transpose(1, 2) * cos + _half(k.transpose(1, 2)) * sin  # (B, kv, T, d)
-            keys, values = cache.update(k, v.transpose(1, 2), index)  # (B, kv, P + T, d)
-            q = q.view(batch, self.kv_heads, groups, length, self.head_dim)
-            scores = torch.matmul(q, keys[:, :, None].transpose(-1, -2)) * attention.scaling
-            weights = torch.softmax(scores + bias, -1, dtype=torch.float32).to(values.dtype)
-            out = torch.matmul(weights, values[:, :, None])  # (B, kv, groups, T, d)
-            out = out.reshape(batch, self.heads, length, self.head_dim).transpose(1, 2)
-            x = x + attention.o_proj(out.reshape(batch, length, self.heads * self.head_dim))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
-        return self.model.lm_head(self.inner.norm(x[:, -1]))  # type: ignore[operator]
-
-
-def _half(x: Tensor) -> Tensor:
-    """``rotate_half``: ``[a, b] -> [-b, a]`` over the last dimension."""
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), -1)
-
 
 def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Rotary position embedding of ``x`` (B, heads, head_dim) with ``cos``/``sin``
