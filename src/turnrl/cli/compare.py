@@ -12,7 +12,7 @@ def add_parser(add: AddParser) -> None:
     p = add("compare", help="compare groups of runs across seeds (IQM, P(improve))",
                        description="Group runs by a config key (seeds pooled) and report the "
                        "interquartile mean of their held-out score with stratified-bootstrap "
-                       "95%% intervals, the probability of improvement of each pair, "
+                       "95% intervals, the probability of improvement of each pair, "
                        "performance profiles and learning curves with bands (rliable). A "
                        "markdown table goes to stdout; the page to --output.")
     p.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB",

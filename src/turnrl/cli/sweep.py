@@ -17,7 +17,7 @@ def add_parser(add: AddParser) -> None:
             "once. Runs that differ only after SFT share its start. Resumable: a run with a "
             "record is done, an unfinished one continues from its checkpoint. Writes "
             "results.md/.json/.png: per cell the held-out score after SFT and after RL (IQM "
-            "and mean with stratified-bootstrap 95%% intervals, rliable), the gain, and the "
+            "and mean with stratified-bootstrap 95% intervals, rliable), the gain, and the "
             "probability of improvement of each pair. key=value overrides apply to every run.")
     p.add_argument("recipe", metavar="RECIPE", help="the recipe file, e.g. recipes/credit.yaml")
     p.add_argument("items", nargs="*", metavar="key=value",
