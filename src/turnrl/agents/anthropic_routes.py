@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from turnrl.agents.calls import Call
 from turnrl.agents.endpoint import Endpoint
 from turnrl.agents.http import read_body, server_error
-from turnrl.agents.protocol import OpenAIError, parse_chat_request
+from turnrl.agents.protocol import OpenAIError
 from turnrl.agents.protocol.anthropic import (
     MessagesStream,
     error_body,
@@ -34,19 +34,15 @@ async def messages(self: Endpoint, request: Request) -> Response:
         key, session = self.session_of(request)
         body = await read_body(request)
         req = parse_messages(body)
-        chat = parse_chat_request(to_chat_body(req), self.limits)
-        call = self.begin_chat(key, session, chat.messages, chat.tools, model=req.model,
-                               max_tokens=chat.max_tokens, temperature=chat.temperature,
-                               top_p=chat.top_p, seed=None, n=1, stops=chat.stop,
-                               reply_tools=chat.tool_choice != "none",
-                               response_id=f"msg_{uuid.uuid4().hex[:24]}")
+        call = self.begin_chat_body(key, session, to_chat_body(req),
+                                    f"msg_{uuid.uuid4().hex[:24]}")
         if req.stream:
             return self.stream(request, _events(call))
         reply = (await self.answer(request, call))[0]
         return JSONResponse(message(
             id=call.response_id, model=req.model, text=reply.text, tool_calls=reply.tool_calls,
             finish_reason=reply.finish_reason, stop=reply.stop,
-            prompt_tokens=len(call.spec.prompt), cached_tokens=_cached(call),
+            prompt_tokens=len(call.spec.prompt), cached_tokens=call.cached_tokens,
             output_tokens=len(reply.token_ids)))
     except OpenAIError as error:
         return JSONResponse(error_body(error), status_code=error.status)
@@ -57,13 +53,9 @@ async def messages(self: Endpoint, request: Request) -> Response:
         return server_error(error)
 
 
-def _cached(call: Call) -> int:
-    return call.turn.cached_tokens if call.turn is not None else 0
-
-
 async def _events(call: Call) -> AsyncIterator[str]:
     stream = MessagesStream(id=call.response_id, model=call.spec.model,
-                            prompt_tokens=len(call.spec.prompt), cached_tokens=_cached(call))
+                            prompt_tokens=len(call.spec.prompt), cached_tokens=call.cached_tokens)
     for event in stream.opening():
         yield event
     async for _, text in call.deltas():

@@ -91,7 +91,8 @@ class Call:
         self.tokenizer, self.eos_token_id = tokenizer, eos_token_id
         self.spec, self.session, self.turn = spec, session, turn
         self.response_id, self.messages = response_id, messages
-        self.keep_partial = keep_partial and streams(self.engine)
+        self.live = streams(self.engine)  # the engine reports tokens as they are sampled
+        self.keep_partial = keep_partial and self.live
         self.streams = [TextStream(tokenizer, eos_token_id, spec.stops, bool(spec.tools))
                         for _ in range(spec.n)]
         # what each choice has sampled so far: (token ids, log-probs)
@@ -114,7 +115,7 @@ class Call:
     def _generate(self, index: int, params: SamplingParams,
                   queue: asyncio.Queue[tuple[int, list[int] | None]] | None) -> asyncio.Future:
         kwargs: dict[str, Callable[[list[int], list[float]], None]] = {}
-        if streams(self.engine) and (queue is not None or self.keep_partial):
+        if self.live and (queue is not None or self.keep_partial):
             kwargs["on_tokens"] = functools.partial(self._sink, queue, index)
         return asyncio.ensure_future(self.engine.generate(
             self.spec.prompt, params, session=self._session(index), **kwargs))
@@ -168,6 +169,11 @@ class Call:
                           for ids, lps in self.sampled])
         else:
             self.abandon()
+
+    @property
+    def cached_tokens(self) -> int:
+        """The prompt tokens found in the engine's cache (0 outside a session)."""
+        return self.turn.cached_tokens if self.turn is not None else 0
 
     def rest(self, index: int) -> str:
         """The text of choice ``index`` not yet yielded by :meth:`deltas` (after it ends)."""

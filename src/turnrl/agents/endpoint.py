@@ -24,7 +24,7 @@ from transformers import PreTrainedTokenizerBase
 from turnrl.agents.calls import Call, CallSpec
 from turnrl.agents.capture import RenderError, Session
 from turnrl.agents.http import LiveStream, disconnected
-from turnrl.agents.protocol import Limits, OpenAIError, models_list
+from turnrl.agents.protocol import Limits, OpenAIError, models_list, parse_chat_request
 from turnrl.agents.protocol.schema import openapi
 from turnrl.agents.replies import Reply
 from turnrl.rollout.engine import Engine
@@ -126,6 +126,17 @@ class Endpoint:
             raise
         return Call(self.engines, self.tokenizer, self.eos_token_id, spec, session=session,
                     turn=turn, response_id=response_id, keep_partial=self.train_partial)
+
+    def begin_chat_body(self, key: str | None, session: Session, body: dict[str, Any],
+                        response_id: str) -> Call:
+        """A one-reply call of an API read into a chat-completions ``body`` (the Responses
+        and Messages APIs): checked as one and begun as :meth:`begin_chat` begins it."""
+        chat = parse_chat_request(body, self.limits)
+        return self.begin_chat(key, session, chat.messages, chat.tools, model=chat.model,
+                               max_tokens=chat.max_tokens, temperature=chat.temperature,
+                               top_p=chat.top_p, seed=None, n=1, stops=chat.stop,
+                               reply_tools=chat.tool_choice != "none",
+                               response_id=response_id)
 
     def spec(self, prompt: list[int], max_tokens: int, temperature: float, top_p: float,
               seed: int | None, n: int, model: str, stops: tuple[str, ...],

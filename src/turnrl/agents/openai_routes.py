@@ -153,4 +153,4 @@ def usage(call: Call) -> Usage:
     assert call.replies is not None
     return Usage(prompt_tokens=len(call.spec.prompt),
                  completion_tokens=sum(len(r.token_ids) for r in call.replies),
-                 cached_tokens=call.turn.cached_tokens if call.turn is not None else 0)
+                 cached_tokens=call.cached_tokens)

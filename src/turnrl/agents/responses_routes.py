@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from turnrl.agents.calls import Call
 from turnrl.agents.endpoint import Endpoint
 from turnrl.agents.http import read_body, server_error
-from turnrl.agents.protocol import OpenAIError, parse_chat_request
+from turnrl.agents.protocol import OpenAIError
 from turnrl.agents.protocol.responses import (
     ResponsesRequest,
     ResponsesStream,
@@ -35,24 +35,21 @@ async def responses(self: Endpoint, request: Request) -> Response:
         key, session = self.session_of(request)
         body = await read_body(request)
         req = parse_responses(body)
-        chat = parse_chat_request(to_chat_body(req), self.limits)
-        call = self.begin_chat(key, session, chat.messages, chat.tools, model=req.model,
-                               max_tokens=chat.max_tokens, temperature=chat.temperature,
-                               top_p=chat.top_p, seed=None, n=1, stops=chat.stop,
-                               reply_tools=chat.tool_choice != "none",
-                               response_id=f"resp_{uuid.uuid4().hex[:24]}")
+        call = self.begin_chat_body(key, session, to_chat_body(req),
+                                    f"resp_{uuid.uuid4().hex[:24]}")
         created = int(time.time())
         # "incomplete" only when the agent's own max_output_tokens ended the reply: a reply
         # the run's cap (rollout.max_new_tokens) cut is "completed" (the agent could not ask
         # for more; the Agents SDK fails a run on "incomplete")
-        own_limit = req.max_output_tokens is not None and not chat.clamped
+        own_limit = req.max_output_tokens is not None and \
+            req.max_output_tokens <= self.limits.max_tokens  # not clamped to the run's cap
         if req.stream:
             return self.stream(request, _events(call, req, created, own_limit))
         reply = (await self.answer(request, call))[0]
         return JSONResponse(response(
             req, id=call.response_id, created=created, text=reply.text,
             tool_calls=reply.tool_calls, finish_reason=_finish(reply.finish_reason, own_limit),
-            prompt_tokens=len(call.spec.prompt), cached_tokens=_cached(call),
+            prompt_tokens=len(call.spec.prompt), cached_tokens=call.cached_tokens,
             output_tokens=len(reply.token_ids)))
     except OpenAIError as error:
         return JSONResponse(error.body(), status_code=error.status)
@@ -61,10 +58,6 @@ async def responses(self: Endpoint, request: Request) -> Response:
     except Exception as error:
         log.exception("responses call failed")
         return server_error(error)
-
-
-def _cached(call: Call) -> int:
-    return call.turn.cached_tokens if call.turn is not None else 0
 
 
 def _finish(reason: str, own_limit: bool) -> str:
@@ -84,5 +77,6 @@ async def _events(call: Call, req: ResponsesRequest, created: int,
     for event in stream.closing(rest=call.rest(0), tool_calls=reply.tool_calls,
                                 finish_reason=_finish(reply.finish_reason, own_limit),
                                 prompt_tokens=len(call.spec.prompt),
-                                cached_tokens=_cached(call), output_tokens=len(reply.token_ids)):
+                                cached_tokens=call.cached_tokens,
+                                output_tokens=len(reply.token_ids)):
         yield event

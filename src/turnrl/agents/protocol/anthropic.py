@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from turnrl.agents.protocol.values import OpenAIError
+from turnrl.agents.protocol.values import OpenAIError, validated
 
 __all__ = ["MessagesRequest", "MessagesStream", "error_body", "message", "parse_messages",
            "to_chat_body"]
@@ -113,16 +113,9 @@ class MessagesRequest(_Model):
 
 def parse_messages(body: object) -> MessagesRequest:
     """``body`` read into a :class:`MessagesRequest`, or a 400 naming the first problem."""
-    try:
-        return MessagesRequest.model_validate(body)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "body"
-        hint = (" (this endpoint reads text: images, documents and extended thinking are "
-                "not served; top_k is refused, as it would change what is sampled)"
-                if first["type"] in ("extra_forbidden", "union_tag_invalid", "literal_error")
-                else "")
-        raise OpenAIError(f"{where}: {first['msg']}{hint}", param=where) from None
+    return validated(MessagesRequest, body, {"unserved": (
+        " (this endpoint reads text: images, documents and extended thinking are not served; "
+        "top_k is refused, as it would change what is sampled)")})
 
 
 def _text(content: str | list[TextBlock]) -> str:

@@ -23,9 +23,9 @@ import json
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from turnrl.agents.protocol.values import OpenAIError
+from turnrl.agents.protocol.values import validated
 
 __all__ = ["ResponsesRequest", "ResponsesStream", "parse_responses", "response",
            "to_chat_body"]
@@ -142,18 +142,10 @@ class ResponsesRequest(_Model):
 
 def parse_responses(body: object) -> ResponsesRequest:
     """``body`` read into a :class:`ResponsesRequest`, or a 400 naming the first problem."""
-    try:
-        return ResponsesRequest.model_validate(body)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "body"
-        hint = ""
-        if where == "previous_response_id":
-            hint = "; nothing is stored here: send the whole conversation as input"
-        elif first["type"] in ("extra_forbidden", "union_tag_invalid", "literal_error"):
-            hint = (" (this endpoint serves text and function tools: built-in tools, images, "
-                    "files and structured outputs are not served)")
-        raise OpenAIError(f"{where}: {first['msg']}{hint}", param=where) from None
+    return validated(ResponsesRequest, body, {
+        "previous_response_id": "; nothing is stored here: send the whole conversation as input",
+        "unserved": (" (this endpoint serves text and function tools: built-in tools, images, "
+                     "files and structured outputs are not served)")})
 
 
 def _text(content: str | list[Any]) -> str:

@@ -6,7 +6,13 @@ as OpenAI words it), :class:`Limits` (what one run allows) and the checked reque
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+# pydantic error types that mean "a field or a kind of content this endpoint does not serve"
+UNSERVED = ("extra_forbidden", "union_tag_invalid", "literal_error")
 
 
 class OpenAIError(Exception):
@@ -139,3 +145,17 @@ class CompletionRequest:
     include_usage: bool
     echo: bool
     clamped: tuple[str, ...]
+
+
+def validated(model: type[M], body: object, hints: dict[str, str]) -> M:
+    """``body`` read into ``model``, or a 400 naming the first problem's field; ``hints``
+    adds a sentence for a field (by its dotted path) or for any unserved field or content
+    (key ``"unserved"``)."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        hint = hints.get(where) or (hints.get("unserved", "") if first["type"] in UNSERVED
+                                    else "")
+        raise OpenAIError(f"{where}: {first['msg']}{hint}", param=where) from None
