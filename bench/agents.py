@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import platform
 import statistics
 import sys
@@ -78,6 +79,24 @@ def summary(trajectories, episodes: int, wall: float) -> dict:
             "sampled_tokens_per_episode": sum(sum(t.loss_mask) for t in trajectories)
             / episodes,
             "failed": sum(t.error is not None for t in trajectories)}
+
+
+def cpu_seconds(pids: list[int]) -> tuple[float, float]:
+    """CPU seconds used so far by this process and by the worker processes ``pids``."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    workers = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        workers += (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+    own = os.times()
+    return own.user + own.system, workers
+
+
+def work(stats: dict, before: dict, cpu: tuple, cpu_after: tuple) -> dict:
+    """The engine's steps over a round and the CPU seconds each process spent in it."""
+    return {"prefills": stats["prefills"] - before["prefills"],
+            "decode_steps": stats["decode_steps"] - before["decode_steps"],
+            "cpu_s_trainer": cpu_after[0] - cpu[0], "cpu_s_workers": cpu_after[1] - cpu[1]}
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -129,12 +148,17 @@ def measure(args: argparse.Namespace) -> dict:
     try:
         for name in play:  # warm-up: the first batches, the HTTP client, the threads
             play[name](min(2, args.groups))
+        engines = {"env": env_runner.engine, "agent": server.engine}
+        pids = [w.process.pid for w in workers._workers] if workers is not None else []
         for round_ in range(args.repeats):
             for name in (("env", "agent") if round_ % 2 == 0 else ("agent", "env")):
+                before, cpu = dict(engines[name].stats), cpu_seconds(pids)
                 start = time.perf_counter()
                 trajectories = play[name](args.groups)
-                samples[name].append(summary(trajectories, episodes,
-                                             time.perf_counter() - start))
+                samples[name].append({**summary(trajectories, episodes,
+                                                time.perf_counter() - start),
+                                      **work(engines[name].stats, before, cpu,
+                                             cpu_seconds(pids))})
                 print(json.dumps({"round": round_, "mode": name, **samples[name][-1]}),
                       flush=True)
         streamed = streaming_probe(server, lambda: play["agent"](args.groups), args.probes) \
@@ -218,12 +242,15 @@ def markdown(result: dict) -> str:
              f"{result['workers'] or 'no'} worker process(es) (agent.workers); medians of "
              f"{result['repeats']} rounds", "",
              "| played as | episodes/s | turns/s | mean turns | success | sampled tokens "
-             "/ episode | failed |", "|---|---|---|---|---|---|---|"]
+             "/ episode | failed | prefills | decoding steps | CPU s (trainer + agents) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     labels = {"env": "env (Runner)", "agent": "agent program (endpoint)"}
     for name, m in result["modes"].items():
         lines.append(f"| {labels[name]} | {m['episodes_per_s']:.2f} | {m['turns_per_s']:.1f} | "
                      f"{m['mean_turns']:.2f} | {m['success']:.2f} | "
-                     f"{m['sampled_tokens_per_episode']:.1f} | {m['failed']:.0f} |")
+                     f"{m['sampled_tokens_per_episode']:.1f} | {m['failed']:.0f} | "
+                     f"{m['prefills']:.0f} | {m['decode_steps']:.0f} | "
+                     f"{m['cpu_s_trainer']:.2f} + {m['cpu_s_workers']:.2f} |")
     lines += ["", f"agent / env: {result['agent_over_env_episodes_per_s']:.2f}x episodes/s, "
               f"{result['agent_over_env_turns_per_s']:.2f}x turns/s (target >= 0.8x)"]
     streamed = result.get("streaming")
