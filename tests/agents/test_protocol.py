@@ -37,6 +37,7 @@ from turnrl.agents.protocol import (
     parse_chat_request,
     parse_completion_request,
 )
+from turnrl.agents.protocol.bodies import ChatCompletionBody, CompletionBody
 
 LIMITS = Limits(max_tokens=256, max_n=4, max_top_logprobs=5)
 USER = {"role": "user", "content": "What is 2 + 2?"}
@@ -1022,3 +1023,33 @@ def test_sdk_raises_our_errors_as_bad_request():
 
 def test_sdk_lists_models():
     assert [m.id for m in FakeServer([]).client().models.list()] == ["policy"]
+
+
+@pytest.mark.parametrize(("model", "parse", "body"), [
+    (ChatCompletionBody, parse_chat_request, chat_body),
+    (CompletionBody, parse_completion_request, completion_body)])
+def test_the_body_model_declares_exactly_the_parameters_served(model, parse, body):
+    """The pydantic model a route validates with is the one list of its parameters: each it
+    declares is served (null counts as not given), an undeclared one is refused naming them
+    all, and each optional one keeps the type it publishes in the schema."""
+    optional = [name for name, field in model.model_fields.items() if not field.is_required()]
+    for name in optional:
+        assert parse(body(**{name: None}), LIMITS) == parse(body(), LIMITS)
+    error = refused(parse, body(top_k=40))
+    assert error.param == "top_k" and error.code == "unsupported_parameter"
+    listed = error.message.split("accepts ", 1)[1].split(". Remove", 1)[0].split(", ")
+    assert sorted(listed) == sorted(model.model_fields)
+    schema = model.model_json_schema()["properties"]
+    assert set(schema) == set(model.model_fields)
+    assert schema["temperature"]["anyOf"][0] == {"type": "number", "minimum": 0, "maximum": 2}
+
+
+def test_a_check_that_reads_an_earlier_field_sees_its_checked_value():
+    """``tool_choice`` is checked against the checked ``tools``, ``top_logprobs`` against
+    ``logprobs`` and ``best_of`` against ``n``: in one body, in any key order."""
+    request = parse_chat_request({"tool_choice": {"type": "function", "function": {
+        "name": "get_weather"}}, "top_logprobs": 2, "logprobs": True, "tools": [WEATHER_TOOL],
+        "messages": [USER], "model": "policy"}, LIMITS)
+    assert request.tool_choice == {"type": "function", "function": {"name": "get_weather"}}
+    assert request.top_logprobs == 2
+    assert parse_completion_request(completion_body(best_of=3, n=3), LIMITS).n == 3

@@ -35,9 +35,10 @@ the policy's own logprobs, so they must come from the policy unchanged.
 Parameters whose value is ``null`` count as not given, as in OpenAI's API.
 
 Modules: :mod:`~turnrl.agents.protocol.values` (the error, the limits, the typed requests),
-:mod:`~turnrl.agents.protocol.params` (which parameters are accepted, each read with a strict
-type check), :mod:`~turnrl.agents.protocol.messages` (messages and tools in normal form),
-:mod:`~turnrl.agents.protocol.requests` (the two parsers) and
+:mod:`~turnrl.agents.protocol.params` (one parameter read with a strict type check),
+:mod:`~turnrl.agents.protocol.messages` (messages and tools in normal form),
+:mod:`~turnrl.agents.protocol.bodies` (the two request bodies as pydantic models, each field
+carrying its check), :mod:`~turnrl.agents.protocol.requests` (the two parsers) and
 :mod:`~turnrl.agents.protocol.replies` (the replies and their server-sent events).
 """
 

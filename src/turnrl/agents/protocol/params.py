@@ -1,6 +1,8 @@
-"""The request parameters: which are accepted, ignored or refused, and reading one with a
-strict type check (numbers, integers, booleans, stop strings, streaming, ``max_tokens``, the
-sampling parameters) into an :class:`~turnrl.agents.protocol.values.OpenAIError` naming it.
+"""Reading one request parameter with a strict type check (numbers, integers, booleans,
+stop strings, the model, sampling that must stay unaltered) into its value or an
+:class:`~turnrl.agents.protocol.values.OpenAIError` naming it, in OpenAI's words; and
+refusing a parameter a request does not declare. The request models
+(:mod:`~turnrl.agents.protocol.bodies`) attach these checks to their fields.
 """
 
 from __future__ import annotations
@@ -8,26 +10,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
-from turnrl.agents.protocol.values import Limits, OpenAIError
+from turnrl.agents.protocol.values import OpenAIError
 
-_CHAT_ENDPOINT = "/v1/chat/completions"
-_COMPLETION_ENDPOINT = "/v1/completions"
-_SAMPLING_PARAMS = ("model", "temperature", "top_p", "max_tokens", "stop", "seed", "n",
-                    "logprobs", "stream", "stream_options", "user", "frequency_penalty",
-                    "presence_penalty", "logit_bias")
-_CHAT_PARAMS = frozenset((*_SAMPLING_PARAMS, "messages", "tools", "tool_choice",
-                          "max_completion_tokens", "top_logprobs", "metadata", "store",
-                          "parallel_tool_calls", "response_format"))
-_COMPLETION_PARAMS = frozenset((*_SAMPLING_PARAMS, "prompt", "echo", "best_of", "suffix"))
-# Accepted and ignored: only their type is checked.
-_IGNORED_PARAMS: dict[str, tuple[type, str]] = {
-    "user": (str, "a string"),
-    "metadata": (dict, "an object"),
-    "store": (bool, "a boolean"),
-    "parallel_tool_calls": (bool, "a boolean"),
-}
 _DEPRECATED_PARAMS = {
     "functions": 'send them as \'tools\' instead, each {"type": "function", "function": {...}}',
     "function_call": "use 'tool_choice' instead (\"none\", \"auto\", \"required\" or "
@@ -150,10 +136,6 @@ def _request_object(body: object, accepted: frozenset[str], endpoint: str) -> di
             f"Unsupported parameter '{key}': turnrl's {endpoint} accepts "
             f"{', '.join(sorted(accepted))}. Remove '{key}' from the request (with the openai "
             "SDK, also from extra_body).", param=str(key), code="unsupported_parameter")
-    for key, (kind, expected) in _IGNORED_PARAMS.items():
-        value = body.get(key)
-        if value is not None and not isinstance(value, kind):
-            raise _invalid_type(key, expected, value)
     return body
 
 
@@ -220,75 +202,3 @@ def _stop(params: dict[str, Any]) -> tuple[str, ...]:
             raise _invalid_value("stop", f"{_shown(item)} is not a stop string; it must be "
                                          f"{expected}.")
     return tuple(value)
-
-
-def _stream(params: dict[str, Any]) -> tuple[bool, bool]:
-    """``(stream, stream_options.include_usage)``."""
-    stream = _boolean(params, "stream")
-    options = params.get("stream_options")
-    if options is None:
-        return stream, False
-    if not isinstance(options, dict):
-        raise _invalid_type("stream_options", 'an object ({"include_usage": true})', options)
-    if not stream:
-        raise _invalid_value("stream_options", "it is only allowed when 'stream' is true; "
-                                               "set \"stream\": true or leave it out.")
-    for key in options:
-        if key not in _STREAM_OPTIONS:
-            raise OpenAIError(
-                f"Unsupported parameter 'stream_options.{key}': stream_options accepts "
-                f"{', '.join(_STREAM_OPTIONS)}.", param=f"stream_options.{key}",
-                code="unsupported_parameter")
-    for key in _STREAM_OPTIONS:
-        if options.get(key) is not None and not isinstance(options[key], bool):
-            raise _invalid_type(f"stream_options.{key}", "a boolean", options[key])
-    return stream, bool(options.get("include_usage"))
-
-
-class _Sampling(NamedTuple):
-    temperature: float
-    top_p: float
-    max_tokens: int
-    stop: tuple[str, ...]
-    seed: int | None
-    n: int
-    clamped: tuple[str, ...]
-
-
-def _max_tokens(params: dict[str, Any], keys: tuple[str, ...], default: int,
-                limits: Limits) -> tuple[int, tuple[str, ...]]:
-    """The first of ``keys`` given (else ``default``), clamped to the run's cap.
-
-    Returns ``(max_tokens, clamped)`` where ``clamped`` names the key if it was clamped.
-    """
-    allowed = f"an integer >= 1 (more is clamped to this run's cap, {limits.max_tokens})"
-    given = [(key, _integer(params, key, low=1, high=_INT64[1], allowed=allowed))
-             for key in keys]
-    values = [(key, value) for key, value in given if value is not None]
-    if len({value for _, value in values}) > 1:
-        both = " and ".join(f"'{key}' = {value}" for key, value in values)
-        raise _invalid_value(values[0][0], f"{both} disagree; give only one of them.")
-    if not values:
-        return min(default, limits.max_tokens), ()
-    key, value = values[0]
-    if value > limits.max_tokens:
-        return limits.max_tokens, (key,)
-    return value, ()
-
-
-def _sampling(params: dict[str, Any], limits: Limits, max_token_keys: tuple[str, ...],
-              default_max_tokens: int) -> _Sampling:
-    _check_unchanged_sampling(params)
-    max_tokens, clamped = _max_tokens(params, max_token_keys, default_max_tokens, limits)
-    n = _integer(params, "n", low=1, high=limits.max_n,
-                 allowed=f"an integer from 1 to {limits.max_n} (this run's limit)")
-    return _Sampling(
-        temperature=_number(params, "temperature", default=1.0, low=0.0, high=2.0),
-        top_p=_number(params, "top_p", default=1.0, low=0.0, high=1.0, low_open=True),
-        max_tokens=max_tokens,
-        stop=_stop(params),
-        seed=_integer(params, "seed", low=_INT64[0], high=_INT64[1],
-                      allowed="a 64-bit signed integer"),
-        n=1 if n is None else n,
-        clamped=clamped,
-    )
