@@ -59,6 +59,22 @@ def test_against_the_oracle_only_main_is_trained(tmp_path) -> None:
     assert all(sum(row["turn_rewards"]) <= 0 for row in kept)  # o never beats the oracle
 
 
+def test_a_league_of_seatings_takes_turns_by_group(tmp_path) -> None:
+    """multi.seatings: group i plays seating i % 2, here the model as x against the oracle,
+    then as o against it; each group trains only the seat main holds in it."""
+    result = train(load_config(None, [*SMALL_RUN, *TICTACTOE, f"run.out_dir={tmp_path}",
+                                      "multi.seatings=[{o: oracle}, {x: oracle}]",
+                                      "train.save_samples=64", "multi.eval_opponents=[random]"]))
+    assert result.after is not None
+    for step in (1, 2):
+        kept = samples(result.run_dir, step)
+        assert {row["agent"] for row in kept} == {"x", "o"}
+        for row in kept:  # role-conditioned ids: 2 * group + (agent is o)
+            group = row["group_id"] // 2
+            assert row["agent"] == ("x" if group % 2 == 0 else "o")
+            assert sum(row["turn_rewards"]) <= 0  # nobody beats the oracle
+
+
 def test_a_pool_run_resumes_exactly(tmp_path) -> None:
     """Self-play against an opponent pool: a run stopped after step 2 and resumed ends with
     the same weights, the same metrics (ratings included) and the same pool as one that never

@@ -36,6 +36,12 @@ def check(*overrides: str) -> None:
                                                   r"is not a model dir"),
     ("multi.frozen_models={main: /tmp}", r"'main' cannot name a frozen model"),
     ("multi.policies=[a, a]", r"names a policy twice"),
+    ("multi.seatings=[{}, {q: oracle}]", r"multi.seatings\[1\].q: tictactoe-v0 has no agent "
+                                         r"'q'"),
+    ("multi.seatings=[{x: oracle, o: random}]", r"multi.seatings\[0\]: .* seats no agent of "
+                                                r"tictactoe-v0 with main"),
+    ("multi.seatings=[{o: minimax}]", r"multi.seatings\[0\].o: 'minimax' is not a player"),
+    ("multi.seatings=[{o: second}]", r"'second' is not a player"),
 ])
 def test_multi_settings_are_checked_against_the_env(override, message):
     with pytest.raises(ConfigError, match=message):
@@ -105,3 +111,17 @@ def test_outcome_rates():
                                  played("loss")])
     assert rates == {"success": 0.25, "win": 0.25, "draw": 0.25, "loss": 0.5}
     assert multi.outcome_rates([played("success"), played("failure")])["success"] == 0.5
+
+
+def test_a_league_seats_each_group_in_turn():
+    cfg = load_config(None, ["env.id=tictactoe-v0",
+                             "multi.seatings=[{}, {o: oracle}, {x: pool}]"])
+    assert [multi.seating_of(cfg, ["x", "o"], g) for g in range(4)] == [
+        {"x": "main", "o": "main"}, {"x": "main", "o": "oracle"},
+        {"x": "pool", "o": "main"}, {"x": "main", "o": "main"}]
+    assert multi.uses_players(cfg)  # the pool of one seating needs the run's players
+    plain = load_config(None, ["env.id=tictactoe-v0", "multi.agents={o: random}"])
+    assert multi.seating_of(plain, ["x", "o"], 5) == {"x": "main", "o": "random"}
+    with pytest.raises(ConfigError, match=r"multi.seatings: seatings do not run with separate "
+                                          r"policies"):
+        check("multi.policies=[second]", "multi.agents={o: second}", "multi.seatings=[{}]")

@@ -41,6 +41,7 @@ def check_multi(cfg: Config, env: Any) -> None:
     if all(m.agents.get(a, "main") != "main" for a in agents):
         raise fail("multi.agents", f"no agent of {cfg.env.id} is played by main, so nothing "
                    "would be trained; leave at least one agent to main")
+    _check_seatings(cfg, agents, can, fail)
     for opponent in m.eval_opponents:
         if opponent not in ("self", "random", "oracle", "frozen", *m.frozen_models):
             raise fail("multi.eval_opponents", f"{opponent!r} is not an opponent; choose from "
@@ -49,7 +50,8 @@ def check_multi(cfg: Config, env: Any) -> None:
         if opponent != "self" and not can[opponent]:
             raise fail("multi.eval_opponents", f"{cfg.env.id} has no {opponent} player; "
                        f"drop {opponent!r}")
-    frozen = {p for p in [*m.agents.values(), *m.eval_opponents]
+    frozen = {p for p in [*m.agents.values(), *m.eval_opponents,
+                          *(p for seating in m.seatings for p in seating.values())]
               if p in ("frozen", "pool", *m.frozen_models)}
     if frozen and cfg.rollout.engine != "hf":
         raise fail("rollout.engine", f"the players {sorted(frozen)} of multi.* run on engines "
@@ -128,16 +130,36 @@ def _check_frozen_models(cfg: Config, fail: Callable[[str, str], ConfigError]) -
 
 
 def _check_players(cfg: Config, agents: list[str], can: dict[str, bool],
-                   fail: Callable[[str, str], ConfigError]) -> None:
-    for agent, player in cfg.multi.agents.items():
+                   fail: Callable[[str, str], ConfigError], seating: dict[str, str] | None = None,
+                   key: str = "multi.agents") -> None:
+    """Each agent of ``seating`` (``multi.agents`` by default, under ``key``) one of the env's,
+    each player one it can have."""
+    for agent, player in (cfg.multi.agents if seating is None else seating).items():
         if agent not in agents:
-            raise fail(f"multi.agents.{agent}", f"{cfg.env.id} has no agent {agent!r}; its "
+            raise fail(f"{key}.{agent}", f"{cfg.env.id} has no agent {agent!r}; its "
                        f"agents are {', '.join(agents)}")
         named = [*cfg.multi.policies, *cfg.multi.frozen_models]
         if player not in PLAYERS and player not in named:
-            raise fail(f"multi.agents.{agent}", f"{player!r} is not a player; choose one of "
+            raise fail(f"{key}.{agent}", f"{player!r} is not a player; choose one of "
                        f"{', '.join([*PLAYERS, *named])} (a separate policy is named in "
                        "multi.policies first, a frozen model in multi.frozen_models)")
         if not can[player]:
-            raise fail(f"multi.agents.{agent}", f"{cfg.env.id} has no {player} player (no "
+            raise fail(f"{key}.{agent}", f"{cfg.env.id} has no {player} player (no "
                        f"{'oracle_action' if player == 'oracle' else 'sample_action'})")
+
+
+def _check_seatings(cfg: Config, agents: list[str], can: dict[str, bool],
+                    fail: Callable[[str, str], ConfigError]) -> None:
+    """``multi.seatings``: each a seating of the env's agents with main in one seat at least,
+    and no separate policies (their seats are multi.agents')."""
+    seatings = cfg.multi.seatings
+    if seatings and cfg.multi.policies:
+        raise fail("multi.seatings", "seatings do not run with separate policies "
+                   "(multi.policies) yet: seat them with multi.agents and leave "
+                   "multi.seatings empty")
+    for index, seating in enumerate(seatings):
+        key = f"multi.seatings[{index}]"
+        _check_players(cfg, agents, can, fail, seating, key)
+        if all(seating.get(a, "main") != "main" for a in agents):
+            raise fail(key, f"{seating} seats no agent of {cfg.env.id} with main, so its "
+                       "groups would train nothing; leave at least one agent to main")

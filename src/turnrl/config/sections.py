@@ -240,6 +240,14 @@ class MultiConfig(Section):
         "separate policy of multi.policies, or a frozen model of multi.frozen_models. "
         "Unlisted agents are main; e.g. {o: oracle} trains x against the oracle."
     )
+    seatings: list[dict[str, str]] = Field(
+        default_factory=list, description="A league of seatings that RL task groups take in "
+        "turn (group i plays seatings[i % len]), each agent -> player as in multi.agents "
+        "(unlisted agents: main) and main in at least one seat; multi.agents still seats SFT "
+        "and evaluation. E.g. [{}, {o: oracle}, {x: oracle}]: self-play groups, and groups of "
+        "the model in each seat against the oracle; [{o: pool}, {x: pool}]: the pool in both "
+        "seats. Empty: every group plays multi.agents. Not with multi.policies."
+    )
     policies: list[str] = Field(
         default_factory=list, description="Separate trained policies besides main, by name; "
         "an agent of multi.agents played by one is trained on its own weights (a LoRA adapter "

@@ -54,7 +54,7 @@ RL_ONLY_ROLLOUT = ("temperature", "max_turns")
 LATER_FIELDS: dict[str, Any] = {
     "sft.stop_loss": None,
     # the multi section (multi-agent envs); a section left empty is left out too
-    "multi.agents": {}, "multi.role_groups": True, "multi.step_keys": "auto",
+    "multi.agents": {}, "multi.seatings": [], "multi.role_groups": True, "multi.step_keys": "auto",
     "multi.eval_opponents": ["random", "oracle", "self"], "multi.pool_every": 5,
     "multi.pool_size": 4, "multi.policies": [], "multi.frozen_models": {},
     "agent.train_partial": False,

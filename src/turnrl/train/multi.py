@@ -39,6 +39,14 @@ def seats(cfg: Config, agents: Sequence[str]) -> dict[str, str]:
     return {agent: cfg.multi.agents.get(agent, MAIN) for agent in agents}
 
 
+def seating_of(cfg: Config, agents: Sequence[str], group: int) -> dict[str, str]:
+    """Agent → player in RL task group ``group``: ``multi.seatings[group % len]`` where
+    seatings are given (a league), else :func:`seats`."""
+    league = cfg.multi.seatings
+    chosen = league[group % len(league)] if league else cfg.multi.agents
+    return {agent: chosen.get(agent, MAIN) for agent in agents}
+
+
 def trained_seats(cfg: Config, agents: Sequence[str]) -> dict[str, str]:
     """Agent → its trained policy (``main`` or one of ``multi.policies``), for the agents a
     trained policy plays."""
@@ -50,8 +58,9 @@ def uses_players(cfg: Config) -> bool:
     """Whether the run has frozen players (``frozen``, ``pool`` or a model of
     ``multi.frozen_models``, to play or to meet in evaluation): then it keeps
     :class:`~turnrl.train.players.Players`."""
+    league = [p for seating in cfg.multi.seatings for p in seating.values()]
     return any(p in (FROZEN, POOL, *cfg.multi.frozen_models)
-               for p in [*cfg.multi.agents.values(), *cfg.multi.eval_opponents])
+               for p in [*cfg.multi.agents.values(), *cfg.multi.eval_opponents, *league])
 
 
 def players_for(cfg: Config, run_dir: Path, tokenizer: Any, device: torch.device,
@@ -164,13 +173,14 @@ def play_groups(cfg: Config, engine: Engine, tokenizer: Any, params: SamplingPar
                 make_env: Callable[[], Any], seeds: Sequence[int], first: int,
                 players: Players | None, policies: Mapping[str, Engine] | None = None
                 ) -> list[Trajectory]:
-    """The RL episodes of task groups ``first, first + 1, ...`` (one per seed), the separate
-    policies (``policies``: name → engine) in their seats: each group meets one pool member
-    where an agent's player is ``pool``; main's games against a frozen player are rated."""
+    """The RL episodes of task groups ``first, first + 1, ...`` (one per seed), each seated
+    by :func:`seating_of`, the separate policies (``policies``: name → engine) in their
+    seats: each group meets one pool member where an agent's player is ``pool``; main's
+    games against a frozen player are rated."""
     agents = list(envs.spec(cfg.env.id).agents)
-    base = seats(cfg, agents)
     plans: dict[tuple[tuple[str, str], ...], list[tuple[int, int]]] = {}
     for i, seed in enumerate(seeds):
+        base = seating_of(cfg, agents, first + i)
         member = players.choose(first + i) if players is not None and POOL in base.values() \
             else None
         seat_map = {a: member if p == POOL and member else p for a, p in base.items()}

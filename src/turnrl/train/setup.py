@@ -442,11 +442,12 @@ def local_play(run: Run, step: Callable[[], int] = lambda: 0
     capped at ``rollout.max_turns`` of the current RL ``step()`` (a horizon curriculum)."""
     def play(first: int, n: int) -> list[Trajectory]:
         seeds = [run.cfg.env.train_seed_start + first + i for i in range(n)]
-        if run.model.agent is None and (run.players is not None or run.policies):
+        if run.model.agent is None and (run.players is not None or run.policies
+                                        or run.cfg.multi.seatings):
             return multi.play_groups(run.cfg, run.model.engine, run.model.tokenizer,
                                      sampling(run.cfg, run.cfg.rollout.temperature)[0],
                                      run.make_env, seeds, first, run.players,
-                                     engines(run.policies))  # frozen players, policies
+                                     engines(run.policies))  # players, policies, seatings
         return runner(run.cfg, run.model, run.cfg.rollout.temperature, policies=run.policies,
                       max_turns=run.cfg.rollout.turn_cap(step())).collect(
             run.make_env, seeds, run.cfg.train.group_size, first_group_id=first)

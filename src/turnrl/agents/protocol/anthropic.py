@@ -213,9 +213,10 @@ class MessagesStream:
         self.text_open = False
 
     def opening(self) -> list[str]:
-        start: dict[str, Any] = {"id": self.id, "type": "message", "role": "assistant", "model": self.model,
-                 "content": [], "stop_reason": None, "stop_sequence": None,
-                 "usage": _usage(self.prompt_tokens, self.cached_tokens, 0)}
+        start: dict[str, Any] = {"id": self.id, "type": "message", "role": "assistant",
+                                 "model": self.model, "content": [], "stop_reason": None,
+                                 "stop_sequence": None,
+                                 "usage": _usage(self.prompt_tokens, self.cached_tokens, 0)}
         return [_event("message_start", {"message": start}), _event("ping", {})]
 
     def text(self, text: str) -> list[str]:
