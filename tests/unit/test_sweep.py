@@ -70,6 +70,21 @@ grid: {rollout.max_new_tokens: [8, 16]}
     assert key["fixed max_new_tokens=8"] != key["fixed max_new_tokens=16"]  # eval reads it
 
 
+def test_a_league_of_seatings_shares_the_sft_start_of_plain_self_play(tmp_path):
+    """multi.seatings seats RL's task groups only: SFT demonstrates multi.agents' roles."""
+    recipe = load_recipe(recipe_file(tmp_path, """
+seeds: 1
+overrides: [env.id=tictactoe-v0]
+arms:
+  self: []
+  league: ['multi.seatings=[{}, {o: oracle}]']
+  vs_oracle: ['multi.agents={o: oracle}']
+"""))
+    runs = {r.cell.name: r for r in plan_runs(recipe)}
+    assert runs["self"].sft_key == runs["league"].sft_key != runs["vs_oracle"].sft_key
+    assert runs["self"].config_key != runs["league"].config_key
+
+
 def test_no_sharing_when_sft_is_off_or_the_recipe_says_so(tmp_path):
     off = load_recipe(recipe_file(tmp_path, "seeds: 1\noverrides: [sft.enabled=false]"))
     assert plan_runs(off)[0].sft_key is None

@@ -47,6 +47,7 @@ __all__ = ["Cell", "PlannedRun", "Recipe", "RecipeError", "load_recipe", "plan_r
 # the config sections SFT and the evaluation before RL read (with run.seed)
 SFT_SECTIONS = ("model", "env", "agent", "sft", "rollout", "eval", "reward", "multi")
 RL_ONLY_ROLLOUT = ("temperature", "max_turns")
+RL_ONLY_MULTI = ("seatings",)  # the seatings of RL's task groups (SFT follows multi.agents)
 # Config fields added after the first sweep records were committed, with their defaults.
 # The keys leave a field out while it is at its default, so a new field does not change
 # the key of any config that does not use it: records and SFT starts made before it keep
@@ -295,6 +296,9 @@ def sft_key(resolved: dict[str, Any]) -> str | None:
     part = {section: resolved[section] for section in SFT_SECTIONS if section in resolved}
     # read by RL's sampling only (the evaluation has its own temperature and turn cap)
     part["rollout"] = {k: v for k, v in part["rollout"].items() if k not in RL_ONLY_ROLLOUT}
+    multi = {k: v for k, v in part.pop("multi", {}).items() if k not in RL_ONLY_MULTI}
+    if multi:
+        part["multi"] = multi
     part["seed"] = resolved["run"]["seed"]
     part["device"] = resolved["run"]["device"]
     return _digest(part)
