@@ -6,6 +6,7 @@ nothing to train."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -17,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turnrl.agents.calls import to_reply
+from turnrl.agents.calls import Call, CallSpec, to_reply
+from turnrl.agents.http import LiveStream
 from turnrl.agents.protocol import Limits
 from turnrl.agents.server import ModelServer
 from turnrl.agents.streaming import TextStream
@@ -165,6 +167,62 @@ def test_a_client_that_hangs_up_cancels_the_generation(tokenizer, stream) -> Non
             reply = http.get(server.url(key) + "/models",
                              headers={"authorization": f"Bearer {key}"})
             assert reply.status_code == 200
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_client_that_hangs_up_stops_the_hf_engines_decoding(tokenizer, load_tiny,
+                                                               stream) -> None:
+    """The built-in engine queues a call at once (``submit``): a client that leaves stops
+    its row's decoding at the engine's next step, long before its 400 tokens."""
+    engine = HFEngine(load_tiny().eval(), eos_token_id=tokenizer.eos_token_id,
+                      pad_token_id=tokenizer.pad_token_id, seed=0)
+    with serve(engine, tokenizer) as server:
+        key, session = server.open_session()
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(_request(server, key, stream))
+            deadline = time.monotonic() + 10
+            while engine.stats["decode_tokens"] < 3 and time.monotonic() < deadline:
+                time.sleep(0.005)
+        deadline = time.monotonic() + 10
+        while (engine._rows or session.in_flight) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert engine._rows == [] and session.in_flight == 0 and session.answered == []
+        assert engine.stats["decode_tokens"] < 300
+
+
+def test_a_stream_closed_before_it_began_cancels_its_call(tokenizer) -> None:
+    """The endpoint queues a streamed call before its stream starts; a client gone before
+    the first event still cancels the generation (``LiveStream``'s ``on_close``)."""
+    engine = SlowEngine(tokenizer, "one two three four five six seven " * 20, tick=0.02)
+    spec = CallSpec(prompt=[5, 6, 7], max_tokens=400, temperature=1.0, top_p=1.0, seed=0,
+                    n=1, model="policy")
+    began = []
+
+    async def events():
+        began.append(True)
+        yield "data: {}\n\n"
+
+    async def main() -> None:
+        call = Call({"policy": engine}, tokenizer, tokenizer.eos_token_id, spec, session=None,
+                    turn=None, response_id="chatcmpl-x")
+        call.start(live=True)
+        response = LiveStream(events(), on_close=call.close, media_type="text/event-stream")
+
+        async def send(message) -> None:
+            raise OSError("the client is gone")
+
+        async def receive() -> dict:
+            return {"type": "http.disconnect"}
+
+        scope = {"type": "http", "asgi": {"spec_version": "2.4"}, "method": "POST"}
+        with contextlib.suppress(Exception):
+            await response(scope, receive, send)
+        await asyncio.sleep(0.05)
+        assert call.replies is None and call._futures
+        assert all(future.cancelled() for future in call._futures)
+
+    asyncio.run(main())
+    assert not began
 
 
 @pytest.mark.parametrize("stream", [True, False])

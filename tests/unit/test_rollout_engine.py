@@ -456,7 +456,7 @@ def test_a_failed_admission_fails_its_requests_instead_of_hanging(random_model, 
     def broken_admit(requests):
         raise RuntimeError("out of memory")
 
-    engine._admit = broken_admit  # type: ignore[method-assign]
+    engine._prefill = broken_admit  # type: ignore[method-assign]
 
     async def run():
         return await asyncio.wait_for(
@@ -531,3 +531,34 @@ def test_a_session_that_ends_before_the_next_step_is_never_copied(random_model, 
     assert engine.stats["cached_tokens"] == len(prompts[1]) + params.max_new_tokens - 1
     assert engine._sessions == {} and engine._unstored == {}
     assert engine._rows == [] and engine._cache is None
+
+
+def test_a_streamed_request_is_prefilled_first_and_joins_the_batch_at_the_next_step(
+        random_model, tokenizer, prompts) -> None:
+    """A streamed request (``on_tokens``) waiting beside others is prefilled alone and the
+    step ends there, its first token reported; at the next step its row joins the batch, the
+    others are admitted and all decode together, each sampling what it samples alone."""
+    engine = make_engine(random_model, tokenizer)
+    seen: list[int] = []
+    params = [SamplingParams(max_new_tokens=5, temperature=1.0, seed=10 + i,
+                             stop_token_ids=()) for i in range(3)]
+    plain = [_Request(prompts[i], params[i], None) for i in (0, 1)]
+    streamed = _Request(prompts[2], params[2], None,
+                        on_tokens=lambda tokens, logprobs: seen.extend(tokens))
+    engine._pending += [plain[0], streamed, plain[1]]
+    engine.step()
+    assert len(seen) == 1 and engine.stats["prefills"] == 1
+    assert engine.stats["decode_steps"] == 0 and engine._rows == []  # not merged yet
+    assert engine._pending == plain
+    engine.step()
+    assert engine.stats["prefills"] == 2 and engine.stats["decode_steps"] == 1
+    assert len(engine._rows) == 3 and engine._pending == []
+    while any(r.result is None for r in [*plain, streamed]):
+        engine.step()
+    assert streamed.result is not None and seen == streamed.result.token_ids
+    for request in [*plain, streamed]:
+        alone = make_engine(random_model, tokenizer).generate_batch([request.prompt_ids],
+                                                                    request.params)[0]
+        assert request.result is not None and request.result.token_ids == alone.token_ids
+        gaps = [abs(a - b) for a, b in zip(request.result.logprobs, alone.logprobs, strict=True)]
+        assert max(gaps) < 1e-5

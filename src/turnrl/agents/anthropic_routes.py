@@ -37,7 +37,7 @@ async def messages(self: Endpoint, request: Request) -> Response:
         call = self.begin_chat_body(key, session, to_chat_body(req),
                                     f"msg_{uuid.uuid4().hex[:24]}")
         if req.stream:
-            return self.stream(request, _events(call))
+            return self.stream(call, _events(call))
         reply = (await self.answer(request, call))[0]
         return JSONResponse(message(
             id=call.response_id, model=req.model, text=reply.text, tool_calls=reply.tool_calls,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
@@ -31,7 +31,7 @@ from turnrl.agents.capture import Session, Turn
 from turnrl.agents.protocol import normalize_message
 from turnrl.agents.replies import Reply, cut_at_stop, reply_message, split_tool_calls
 from turnrl.agents.streaming import TextStream
-from turnrl.rollout.engine import Completion, Engine, SamplingParams, streams
+from turnrl.rollout.engine import Completion, Engine, SamplingParams, streams, submit
 
 __all__ = ["Call", "CallSpec", "to_reply"]
 
@@ -98,6 +98,9 @@ class Call:
         # what each choice has sampled so far: (token ids, log-probs)
         self.sampled: list[tuple[list[int], list[float]]] = [([], []) for _ in range(spec.n)]
         self.replies: list[Reply] | None = None
+        self._futures: list[asyncio.Future] = []  # each choice's request, once started
+        self._queue: asyncio.Queue[tuple[int, list[int] | None]] | None = None
+        self._stopped = False
 
     def _params(self) -> list[SamplingParams]:
         s = self.spec
@@ -114,34 +117,46 @@ class Call:
 
     def _generate(self, index: int, params: SamplingParams,
                   queue: asyncio.Queue[tuple[int, list[int] | None]] | None) -> asyncio.Future:
-        kwargs: dict[str, Callable[[list[int], list[float]], None]] = {}
+        on_tokens = None
         if self.live and (queue is not None or self.keep_partial):
-            kwargs["on_tokens"] = functools.partial(self._sink, queue, index)
-        return asyncio.ensure_future(self.engine.generate(
-            self.spec.prompt, params, session=self._session(index), **kwargs))
+            on_tokens = functools.partial(self._sink, queue, index)
+        return submit(self.engine, self.spec.prompt, params, session=self._session(index),
+                      on_tokens=on_tokens)
+
+    def start(self, *, live: bool = False) -> None:
+        """Queue the call's choices in the engine now (once; :meth:`run` and :meth:`deltas`
+        start it if nobody did): a call started by its request's handler joins the engine's
+        next step. ``live``: its tokens are reported as they are sampled, for :meth:`deltas`."""
+        if self._futures:
+            return
+        self._queue = asyncio.Queue() if live else None
+        for i, params in enumerate(self._params()):
+            future = self._generate(i, params, self._queue)
+            if self._queue is not None:
+                future.add_done_callback(functools.partial(_done, self._queue, i))
+            self._futures.append(future)
 
     async def run(self) -> list[Reply]:
         """Sample every choice whole; record and return the replies."""
-        tasks = [self._generate(i, p, None) for i, p in enumerate(self._params())]
+        self.start()
+        futures = self._futures
         try:
-            completions = await asyncio.gather(*tasks)
+            completions = ([await futures[0]] if len(futures) == 1
+                           else await asyncio.gather(*futures))
         except BaseException as error:
-            await self._stop(tasks, cancelled=isinstance(error, asyncio.CancelledError))
+            await self._stop(cancelled=isinstance(error, asyncio.CancelledError))
             raise
         return self._finish(list(completions))
 
     async def deltas(self) -> AsyncIterator[tuple[int, str]]:
         """``(choice index, text)`` as it is sampled; once exhausted, :attr:`replies` is set
         and the call recorded. Closing it early cancels the generation."""
-        queue: asyncio.Queue[tuple[int, list[int] | None]] = asyncio.Queue()
-        tasks = []
-        for i, params in enumerate(self._params()):
-            task = self._generate(i, params, queue)
-            task.add_done_callback(functools.partial(_done, queue, i))
-            tasks.append(task)
+        self.start(live=True)
+        queue, futures = self._queue, self._futures
+        assert queue is not None, "deltas() of a call started without live=True"
         try:
             done = 0
-            while done < len(tasks):
+            while done < len(futures):
                 i, tokens = await queue.get()
                 if tokens is None:
                     done += 1
@@ -149,21 +164,30 @@ class Call:
                 delta = self.streams[i].push(tokens)
                 if delta:
                     yield i, delta
-            completions = [task.result() for task in tasks]
+            completions = [future.result() for future in futures]
         except BaseException as error:
-            await self._stop(tasks, cancelled=isinstance(
+            await self._stop(cancelled=isinstance(
                 error, (asyncio.CancelledError, GeneratorExit)))
             raise
         self._finish(completions)
 
-    async def _stop(self, tasks: list[asyncio.Future], *, cancelled: bool) -> None:
-        """The call ends unfinished: cancel its generation; keep what it sampled (a call its
-        client cancelled, with ``keep_partial``) or abandon it."""
-        for task in tasks:
-            task.cancel()
-        for task in tasks:  # let the engines see the cancellations
+    async def close(self) -> None:
+        """The call's reader is gone (a stream closed, maybe before it began): a call not
+        yet finished ends as one its client cancelled (:meth:`_stop`)."""
+        if self._futures and self.replies is None:
+            await self._stop(cancelled=True)
+
+    async def _stop(self, *, cancelled: bool) -> None:
+        """The call ends unfinished (once): cancel its generation; keep what it sampled (a
+        call its client cancelled, with ``keep_partial``) or abandon it."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for future in self._futures:
+            future.cancel()
+        for future in self._futures:  # let the engines see the cancellations
             with contextlib.suppress(BaseException):
-                await task
+                await future
         if cancelled and self.keep_partial and any(ids for ids, _ in self.sampled):
             self._finish([Completion(list(ids), list(lps), "length")
                           for ids, lps in self.sampled])

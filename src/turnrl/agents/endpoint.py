@@ -11,7 +11,6 @@ write its replies in their own JSON; :class:`~turnrl.agents.server.ModelServer` 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -147,26 +146,37 @@ class Endpoint:
 
     async def answer(self, request: Request, call: Call) -> list[Reply]:
         """The call's replies, sampled whole; a client that hangs up first cancels it
-        (:class:`ClientDisconnect`, nothing recorded)."""
-        sampling = asyncio.ensure_future(call.run())
-        hangup = asyncio.ensure_future(disconnected(request))
-        try:
-            await asyncio.wait([sampling, hangup], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            hangup.cancel()
-            if not sampling.done():
-                sampling.cancel()
-                with contextlib.suppress(BaseException):
-                    await sampling
-        if sampling.cancelled():
-            raise ClientDisconnect()
-        return sampling.result()
+        (:class:`ClientDisconnect`, nothing recorded). The call is queued in the engine
+        before anything is awaited, and awaited in the handler's own task, so it joins the
+        engine's next step and its reply goes out in the loop round after it is sampled."""
+        call.start()
+        task = asyncio.current_task()
+        assert task is not None
 
-    def stream(self, request: Request, events: AsyncIterator[str]) -> Response:
-        """Server-sent ``events`` as they come; the client hanging up stops them (and with
-        them the call's generation)."""
-        return LiveStream(events, media_type="text/event-stream",
-                           headers={"cache-control": "no-cache"})
+        def hung_up(watch: asyncio.Future) -> None:
+            if not watch.cancelled():
+                task.cancel()
+
+        hangup = asyncio.ensure_future(disconnected(request))
+        hangup.add_done_callback(hung_up)
+        try:
+            return await call.run()
+        except asyncio.CancelledError:
+            if hangup.done() and not hangup.cancelled():
+                task.uncancel()
+                raise ClientDisconnect() from None
+            raise
+        finally:
+            hangup.remove_done_callback(hung_up)
+            hangup.cancel()
+
+    def stream(self, call: Call, events: AsyncIterator[str]) -> Response:
+        """Server-sent ``events`` of ``call`` as they come (the call is queued in the engine
+        now); the client hanging up stops them and the call's generation, even before the
+        stream began."""
+        call.start(live=True)
+        return LiveStream(events, on_close=call.close, media_type="text/event-stream",
+                          headers={"cache-control": "no-cache"})
 
     async def models(self, request: Request) -> Response:
         try:

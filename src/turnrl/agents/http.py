@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -29,8 +30,14 @@ async def disconnected(request: Request) -> None:
 
 class LiveStream(StreamingResponse):
     """A stream whose events stop when the client hangs up: Starlette cancels the sending
-    (ASGI spec 2.3, uvicorn's), and the events' generator is closed here, so a call being
-    streamed cancels its generation at once, whatever the server's spec version."""
+    (ASGI spec 2.3, uvicorn's), and the events' generator is closed here, then ``on_close``
+    awaited, so a call being streamed cancels its generation at once, whatever the server's
+    spec version, and also when the stream never began."""
+
+    def __init__(self, content: Any, *, on_close: Callable[[], Awaitable[None]] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.on_close = on_close
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -39,6 +46,8 @@ class LiveStream(StreamingResponse):
             close = getattr(self.body_iterator, "aclose", None)
             if close is not None:
                 await close()
+            if self.on_close is not None:
+                await self.on_close()
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

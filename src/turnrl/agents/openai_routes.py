@@ -55,7 +55,7 @@ async def chat(self: Endpoint, request: Request) -> Response:
         head: dict[str, Any] = {"id": call.response_id, "model": req.model,
                                 "created": int(time.time())}
         if req.stream:
-            return self.stream(request, _chat_events(
+            return self.stream(call, _chat_events(
                 call, ChatStream(**head, include_usage=req.include_usage), choice,
                 req.logprobs))
         replies = await self.answer(request, call)
@@ -106,7 +106,7 @@ async def completions(self: Endpoint, request: Request) -> Response:
                                 "created": int(time.time())}
         logprobs = req.logprobs is not None
         if req.stream:
-            return self.stream(request, _chat_events(
+            return self.stream(call, _chat_events(
                 call, CompletionStream(**head, include_usage=req.include_usage),
                 choice, logprobs))
         replies = await self.answer(request, call)

@@ -44,7 +44,7 @@ async def responses(self: Endpoint, request: Request) -> Response:
         own_limit = req.max_output_tokens is not None and \
             req.max_output_tokens <= self.limits.max_tokens  # not clamped to the run's cap
         if req.stream:
-            return self.stream(request, _events(call, req, created, own_limit))
+            return self.stream(call, _events(call, req, created, own_limit))
         reply = (await self.answer(request, call))[0]
         return JSONResponse(response(
             req, id=call.response_id, created=created, text=reply.text,

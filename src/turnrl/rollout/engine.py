@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
@@ -53,7 +54,9 @@ class Engine(Protocol):
 
     An engine that can stream takes ``on_tokens`` (a :data:`TokenSink`) in ``generate``
     (:func:`streams`); the built-in ones do. Cancelling the awaiting task abandons the
-    request: the engine stops decoding it at its next step.
+    request: the engine stops decoding it at its next step. An engine may also offer
+    ``submit`` (the same arguments, returning the request's future at once, without a loop
+    round before it is queued): :func:`submit` uses it where it exists.
     """
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams, *,
@@ -101,3 +104,21 @@ def streams(engine: object) -> bool:
         return "on_tokens" in inspect.signature(engine.generate).parameters  # type: ignore[attr-defined]
     except (AttributeError, TypeError, ValueError):
         return False
+
+
+def submit(engine: Engine, prompt_ids: list[int], params: SamplingParams, *,
+           session: str | None = None,
+           on_tokens: TokenSink | None = None) -> asyncio.Future[Completion]:
+    """``engine``'s request as a future, queued at once where the engine can
+    (``engine.submit``, as the built-in engines do): a request made between two engine steps
+    joins the next one, where a task of ``generate`` would first run a loop round later and
+    may miss it. Other engines: a task of ``generate``. Cancelling the future abandons the
+    request. ``on_tokens`` is passed only when given (an engine that does not stream takes
+    none)."""
+    kwargs: dict[str, Any] = {"session": session}
+    if on_tokens is not None:
+        kwargs["on_tokens"] = on_tokens
+    queue_now = getattr(engine, "submit", None)
+    if queue_now is not None:
+        return queue_now(prompt_ids, params, **kwargs)
+    return asyncio.ensure_future(engine.generate(prompt_ids, params, **kwargs))

@@ -95,6 +95,8 @@ class HFEngine:
         self._rows: list[_Row] = []
         self._cache: Cache | None = None
         self._mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
+        # streamed requests prefilled by the last step, merged into the batch by the next
+        self._prefilled: tuple[list[_Row], DynamicCache, Tensor, int] | None = None
         self._cache_kwarg = cache_kwarg(model)
         # decoding steps skip the transformers forward where the architecture allows it
         self._decode = decode_step_for(model) if fast_decode else None
@@ -107,13 +109,20 @@ class HFEngine:
     async def generate(self, prompt_ids: list[int], params: SamplingParams, *,
                        session: str | None = None,
                        on_tokens: TokenSink | None = None) -> Completion:
+        return await self.submit(prompt_ids, params, session=session, on_tokens=on_tokens)
+
+    def submit(self, prompt_ids: list[int], params: SamplingParams, *,
+               session: str | None = None,
+               on_tokens: TokenSink | None = None) -> asyncio.Future[Completion]:
+        """Queue the request now (it joins the next step) and return its future; cancelling
+        the future abandons the request (:func:`turnrl.rollout.engine.submit`)."""
         loop = asyncio.get_running_loop()
         request = _Request(list(prompt_ids), params, session, future=loop.create_future(),
                            on_tokens=on_tokens)
         self._pending.append(request)
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._serve())
-        return await request.future
+        return request.future
 
     def load_weights(self, model: torch.nn.Module | dict[str, Tensor]) -> None:
         """Take the learner's weights (a model, or its state dict; a no-op when the model is
@@ -139,6 +148,7 @@ class HFEngine:
         """Drop the cached sessions and the running batch (the model is the learner's)."""
         self._sessions.clear()
         self._reset_batch()
+        self._prefilled = None
 
     def step_metrics(self) -> dict[str, float]:
         """Since the last call: the fraction of prompt tokens taken from a session's cached
@@ -161,21 +171,20 @@ class HFEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            while self._pending or self._rows:
-                if not any(row.alive for row in self._rows):
+            while self._pending or self._rows or self._prefilled is not None:
+                if self._prefilled is None and not any(row.alive for row in self._rows):
                     await self._wait_until_settled()
                 try:
                     self.step()
                 except Exception as error:  # hand the failure to every request involved
-                    for request in [r.request for r in self._rows] + self._pending:
+                    prefilled = self._prefilled[0] if self._prefilled is not None else []
+                    for request in [r.request for r in self._rows + prefilled] + self._pending:
                         request.fail(error)
-                    self._reset_batch()
-                    self._pending.clear()
+                    self._clear()
                 for _ in range(YIELDS_BETWEEN_STEPS):
                     await asyncio.sleep(0)
         except asyncio.CancelledError:  # the event loop is going away: leave nothing behind
-            self._reset_batch()
-            self._pending.clear()
+            self._clear()
             raise
         finally:
             self.model.train(was_training)
@@ -191,25 +200,47 @@ class HFEngine:
     @torch.inference_mode()
     def step(self) -> None:
         """Admit waiting requests into free slots, decode one token for every running
-        request, and resolve the requests that finished. A step that admitted a streamed
-        request (``on_tokens``) ends after the prefill: its first token is sent before the
-        batch's next token is decoded."""
-        self._tidy()
+        request, and resolve the requests that finished. A step that admits streamed
+        requests (``on_tokens``) prefills them and ends: their first tokens are sent before
+        anything else is done, and their rows join the batch at the next step."""
+        streamed = any(r.on_tokens is not None for r in self._pending)
+        needs = {r.session for r in self._pending} & set(self._unstored)
+        if self._prefilled is not None or not streamed or needs:
+            self._tidy()  # (a streamed step leaves it to the next one, unless it reuses a
+            # session whose cache is still in the batch)
+        if self._prefilled is not None:
+            self._merge(*self._prefilled)
+            self._prefilled = None
+            self._retire_finished()
         self._drop_abandoned()
         free = self.max_batch_size - len(self._rows)
         if self._pending and free > 0:
-            admitted, self._pending = self._pending[:free], self._pending[free:]
+            admitted = self._admissible(free)
+            chosen = {id(r) for r in admitted}
+            self._pending = [r for r in self._pending if id(r) not in chosen]
             try:
-                self._admit(admitted)
+                prefilled = self._prefill(admitted)
             except Exception:  # back to the queue, so the caller fails them with the rest
                 self._pending = admitted + self._pending
                 raise
-            self._retire_finished()
             if any(r.on_tokens is not None for r in admitted):
+                self._prefilled = prefilled
                 return  # a streamed reply's first token goes out before the next step
+            self._merge(*prefilled)
+            self._retire_finished()
         if any(row.alive for row in self._rows):
             self._decode_step()
             self._retire_finished()
+
+    def _admissible(self, free: int) -> list[_Request]:
+        """The waiting requests this step admits (at most ``free``, oldest first). Streamed
+        ones (``on_tokens``) go first, in a prefill of their own when others wait too: the
+        step ends after it, so their first tokens leave without waiting for the others'
+        prefill (the others join at the next step)."""
+        streamed = [r for r in self._pending if r.on_tokens is not None]
+        if streamed and len(streamed) < len(self._pending):
+            return streamed[:free]
+        return self._pending[:free]
 
     def generate_batch(self, prompts: list[list[int]],
                        params: SamplingParams | Sequence[SamplingParams], *,
@@ -226,8 +257,7 @@ class HFEngine:
                 self.step()
             self._tidy()  # keep the sessions' caches now and free the finished batch
         except Exception:
-            self._reset_batch()
-            self._pending.clear()
+            self._clear()
             raise
         finally:
             self.model.train(was_training)
@@ -240,7 +270,7 @@ class HFEngine:
             future = row.request.future
             if row.alive and future is not None and future.done():
                 row.alive = False
-        if self._rows and not any(row.alive for row in self._rows):
+        if self._rows and not self._unstored and not any(row.alive for row in self._rows):
             self._reset_batch()
 
     # ------------------------------------------------------------------ the running batch
@@ -256,9 +286,11 @@ class HFEngine:
         n = len(cached.token_ids) if cached else 0
         return cached if cached and len(prompt) > n and prompt[:n] == cached.token_ids else None
 
-    def _admit(self, requests: list[_Request]) -> None:
-        """Prefill ``requests`` in one pass (reusing their sessions' cached prefixes), sample
-        their first tokens and merge them into the running batch.
+    def _prefill(self, requests: list[_Request]
+                 ) -> tuple[list[_Row], DynamicCache, Tensor, int]:
+        """Prefill ``requests`` in one pass (reusing their sessions' cached prefixes) and
+        sample their first tokens: their rows, keys/values, mask and the spare columns their
+        buffers need, for :meth:`_merge` into the running batch.
 
         Requests with the same prompt and no cached prefix (the episodes of a group, on their
         first turn) are prefilled once; their rows then copy its keys, values and logits.
@@ -293,13 +325,13 @@ class HFEngine:
             mask, logits = mask.index_select(0, index), logits.index_select(0, index)
         rows = [self._new_row(r) for r in requests]
         self._sample(rows, logits)
-        self._merge(rows, cache, mask, spare=max(r.params.max_new_tokens for r in requests))
         self.stats["prefills"] += 1
         self.stats["requests"] += len(requests)
         self.stats["prefill_tokens"] += sum(len(s) for s in suffixes)
         self.stats["prompt_tokens"] += sum(len(r.prompt_ids) for r in requests)
         self.stats["cached_tokens"] += sum(len(c.token_ids) for c in cached_all if c)
-        self.stats["max_running"] = max(self.stats["max_running"], len(self._rows))
+        self.stats["max_running"] = max(self.stats["max_running"], len(self._rows) + len(rows))
+        return rows, cache, mask, max(r.params.max_new_tokens for r in requests)
 
     def _decode_step(self) -> None:
         """Feed every running row its last sampled token and sample the next one."""
@@ -334,7 +366,7 @@ class HFEngine:
                 row.request.on_tokens([token], [logprob])
         self.stats["decode_tokens"] += len(rows)
 
-    def _merge(self, rows: list[_Row], cache: DynamicCache, mask: Tensor, *, spare: int) -> None:
+    def _merge(self, rows: list[_Row], cache: DynamicCache, mask: Tensor, spare: int) -> None:
         """Rebuild the running batch as its live rows followed by freshly prefilled ``rows``,
         right-aligned in new buffers (with ``spare`` free columns) of one common length; the
         finished rows and the columns that are padding in every live row are dropped."""
@@ -432,6 +464,12 @@ class HFEngine:
             keys=[layer.keys[i:i + 1, :, columns] for layer in self._cache.layers],
             values=[layer.values[i:i + 1, :, columns] for layer in self._cache.layers],
         )
+
+    def _clear(self) -> None:
+        """Forget every request: running, prefilled and waiting."""
+        self._reset_batch()
+        self._prefilled = None
+        self._pending.clear()
 
     def _reset_batch(self) -> None:
         self._rows, self._cache = [], None

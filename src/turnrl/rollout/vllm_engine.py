@@ -182,6 +182,13 @@ class VLLMEngine:
     async def generate(self, prompt_ids: list[int], params: SamplingParams, *,
                        session: str | None = None,
                        on_tokens: TokenSink | None = None) -> Completion:
+        return await self.submit(prompt_ids, params, session=session, on_tokens=on_tokens)
+
+    def submit(self, prompt_ids: list[int], params: SamplingParams, *,
+               session: str | None = None,
+               on_tokens: TokenSink | None = None) -> asyncio.Future[Completion]:
+        """Queue the request now (it joins the next step) and return its future; cancelling
+        the future abandons the request (:func:`turnrl.rollout.engine.submit`)."""
         if params.top_p < 1:
             raise ValueError(
                 f"VLLMEngine: top_p={params.top_p}: vLLM records log-probs after top-p "
@@ -192,7 +199,7 @@ class VLLMEngine:
         self._pending.append(waiting)
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._serve())
-        return await waiting.future
+        return waiting.future
 
     def end_session(self, session: str) -> None:
         """Nothing to free: a finished request's KV blocks stay in vLLM's prefix cache
