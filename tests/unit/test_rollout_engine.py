@@ -562,3 +562,22 @@ def test_a_streamed_request_is_prefilled_first_and_joins_the_batch_at_the_next_s
         assert request.result is not None and request.result.token_ids == alone.token_ids
         gaps = [abs(a - b) for a, b in zip(request.result.logprobs, alone.logprobs, strict=True)]
         assert max(gaps) < 1e-5
+
+
+def test_a_streamed_request_waiting_for_a_full_batch_is_admitted_once_rows_finish(
+        random_model, tokenizer, prompts) -> None:
+    """With every slot taken by rows whose sessions are kept, a waiting streamed request
+    does not hold back the tidying that frees the slots: it is admitted once they finish."""
+    engine = make_engine(random_model, tokenizer, max_batch_size=1)
+    running = _Request(prompts[0], SamplingParams(max_new_tokens=3, temperature=1.0, seed=1),
+                       "episode")
+    engine._pending.append(running)
+    engine.step()  # the only slot is taken
+    streamed = _Request(prompts[1], SamplingParams(max_new_tokens=3, temperature=1.0, seed=2),
+                        None, on_tokens=lambda tokens, logprobs: None)
+    engine._pending.append(streamed)
+    for _ in range(20):
+        if streamed.result is not None:
+            break
+        engine.step()
+    assert running.result is not None and streamed.result is not None

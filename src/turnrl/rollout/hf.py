@@ -203,11 +203,8 @@ class HFEngine:
         request, and resolve the requests that finished. A step that admits streamed
         requests (``on_tokens``) prefills them and ends: their first tokens are sent before
         anything else is done, and their rows join the batch at the next step."""
-        streamed = any(r.on_tokens is not None for r in self._pending)
-        needs = {r.session for r in self._pending} & set(self._unstored)
-        if self._prefilled is not None or not streamed or needs:
-            self._tidy()  # (a streamed step leaves it to the next one, unless it reuses a
-            # session whose cache is still in the batch)
+        if not self._streamed_first():
+            self._tidy()
         if self._prefilled is not None:
             self._merge(*self._prefilled)
             self._prefilled = None
@@ -231,6 +228,14 @@ class HFEngine:
         if any(row.alive for row in self._rows):
             self._decode_step()
             self._retire_finished()
+
+    def _streamed_first(self) -> bool:
+        """Whether this step prefills waiting streamed requests before anything else,
+        leaving the batch's tidying to the next step: there is room for them, and none
+        continues a session whose cache is still in the batch."""
+        return (self._prefilled is None and len(self._rows) < self.max_batch_size
+                and any(r.on_tokens is not None for r in self._pending)
+                and self._unstored.keys().isdisjoint(r.session for r in self._pending))
 
     def _admissible(self, free: int) -> list[_Request]:
         """The waiting requests this step admits (at most ``free``, oldest first). Streamed
