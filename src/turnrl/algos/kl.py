@@ -42,4 +42,4 @@ def k2(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
 def k3(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     """``k3 = exp(u) − u − 1`` with ``u = clamp(logq − logp, ±20)``, clamped to [−10, 10]."""
     u = (ref_logprobs - logprobs).clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)
-    return (u.exp() - u - 1.0).clamp(-K3_OUTPUT_CLAMP, K3_OUTPUT_CLAMP)
+    return (u.expm1() - u).clamp(-K3_OUTPUT_CLAMP, K3_OUTPUT_CLAMP)  # expm1: no rounding below 0
