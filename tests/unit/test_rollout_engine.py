@@ -449,11 +449,105 @@ def test_finished_rows_wait_in_the_batch_without_changing_the_others(random_mode
         assert max(gaps) < 1e-5
 
 
+@pytest.mark.parametrize("reuse_kv", [True, False])
+def test_a_step_that_admits_rows_while_others_decode_is_one_pass(random_model, tokenizer,
+                                                                 prompts, monkeypatch,
+                                                                 reuse_kv) -> None:
+    """Rows admitted while others decode are prefilled in the running batch's decoding pass
+    (``DecodeStep`` with an extension): that step is one pass, and the requests sample what
+    they sample with a prefill pass of their own (the transformers forward, forced by a zero
+    ``FUSED_ATTENTION_LIMIT``), in the same steps."""
+    import turnrl.rollout.hf as hf
+
+    params = [SamplingParams(max_new_tokens=n, temperature=1.0, seed=n) for n in (9, 2, 5, 3)]
+
+    def play(engine: HFEngine) -> list[Completion]:
+        async def episode(prompt, first, then) -> list[Completion]:
+            one = await engine.generate(prompt, first, session=str(first.seed))
+            two = await engine.generate(prompt + one.token_ids + prompts[2], then,
+                                        session=str(first.seed))
+            return [one, two]
+
+        async def run():
+            return await asyncio.gather(episode(prompts[3], params[0], params[2]),
+                                        episode(prompts[1], params[1], params[3]))
+        return [c for pair in asyncio.run(run()) for c in pair]
+
+    fused = make_engine(random_model, tokenizer, reuse_kv=reuse_kv)
+    assert fused._decode is not None
+    passes, forwards = [0], []
+    call = type(fused._decode).__call__
+
+    def counted(self, *args, **kwargs):
+        passes[0] += 1
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(fused._decode), "__call__", counted)
+    hook = random_model.register_forward_hook(lambda *_: forwards.append(1))
+    try:
+        got = play(fused)
+    finally:
+        hook.remove()
+    # three prefills: both first turns (alone: a forward pass), the short episode's second
+    # turn while the long one decodes (in its decoding pass), the long one's second turn alone
+    assert fused.stats["prefills"] == 3 and len(forwards) == 2
+    assert passes[0] == fused.stats["decode_steps"]
+    forwards.clear()
+    monkeypatch.setattr(hf, "FUSED_ATTENTION_LIMIT", 0)
+    separate = make_engine(random_model, tokenizer, reuse_kv=reuse_kv)
+    hook = random_model.register_forward_hook(lambda *_: forwards.append(1))
+    try:
+        want = play(separate)
+    finally:
+        hook.remove()
+    assert len(forwards) == 3 and separate.stats == fused.stats  # a prefill pass each
+    for a, b in zip(got, want, strict=True):
+        assert a.token_ids == b.token_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-5
+
+
+@pytest.mark.parametrize("reuse_kv", [True, False])
+def test_a_request_admitted_beside_a_finished_row_takes_its_place(random_model, tokenizer,
+                                                                  prompts, reuse_kv) -> None:
+    """A request that arrives after rows finished is written over one of them in the batch's
+    own buffers (no rebuild of the others), the finished row's session copied out first and
+    the rest of the row masked out: a narrower new request, the session's next turn (from
+    its copied keys and values) and the row decoding beside them all sample what they sample
+    alone."""
+    engine = make_engine(random_model, tokenizer, reuse_kv=reuse_kv)
+    long = SamplingParams(max_new_tokens=12, temperature=1.0, seed=1)
+    short = SamplingParams(max_new_tokens=2, temperature=1.0, seed=2)
+    wide = prompts[3] + prompts[0] * 4  # the batch is wider than "b"'s next turn
+    first = [_Request(wide, long, "a"), _Request(prompts[1], short, "b"),
+             _Request(prompts[3] + prompts[0], short, "c")]
+    engine._pending.extend(first)
+    engine.step()  # all admitted; "b" and "c" have their 2 tokens: finished, their rows wait
+    assert [r.alive for r in engine._rows] == [True, False, False]
+    buffer = engine._cache.layers[0]._keys
+    again = _Request(prompts[1] + first[1].result.token_ids + prompts[2], short, "b")
+    fresh = _Request(prompts[0], short, "d")  # narrower than "b", whose row it takes
+    engine._pending.append(fresh)
+    engine.step()
+    engine._pending.append(again)
+    engine.step()
+    assert [r.request for r in engine._rows] == [first[0], fresh, again]
+    assert engine._cache.layers[0]._keys is buffer  # written in place
+    assert engine.stats["cached_tokens"] == (len(prompts[1]) + 1 if reuse_kv else 0)
+    while any(r.result is None for r in [*first, again, fresh]):
+        engine.step()
+    for request in [*first, again, fresh]:
+        alone = make_engine(random_model, tokenizer, reuse_kv=False).generate_batch(
+            [request.prompt_ids], request.params)[0]
+        assert request.result.token_ids == alone.token_ids
+        gaps = [abs(a - b) for a, b in zip(request.result.logprobs, alone.logprobs, strict=True)]
+        assert max(gaps) < 1e-5
+
+
 def test_a_failed_admission_fails_its_requests_instead_of_hanging(random_model, tokenizer,
                                                                   prompts) -> None:
     engine = make_engine(random_model, tokenizer)
 
-    def broken_admit(requests):
+    def broken_admit(requests, **kwargs):
         raise RuntimeError("out of memory")
 
     engine._prefill = broken_admit  # type: ignore[method-assign]

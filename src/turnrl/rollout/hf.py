@@ -2,8 +2,9 @@
 
 Episodes call :meth:`HFEngine.generate` from their own asyncio tasks. The engine keeps one
 running batch: every decoding step it first admits the requests that arrived since the last
-step (one prefill pass for all of them, merged into the running batch's KV cache), then
-decodes one token for every running request, and hands each finished request back at once,
+step (prefilled together, in the running batch's decoding pass where the model allows it,
+and merged into its KV cache), decodes one token for every running request, and hands each
+finished request back at once,
 so an episode that stops early steps its env and returns while the others keep decoding.
 
 Each request samples from its own random generator (seeded by ``SamplingParams.seed`` or by
@@ -30,12 +31,13 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel
-from transformers.cache_utils import Cache
+from transformers.cache_utils import Cache, DynamicLayer
 
 from turnrl.models.policy import cache_kwarg
+from turnrl.rollout import hf_kv as kv
 from turnrl.rollout.engine import Completion, SamplingParams, TokenSink
-from turnrl.rollout.hf_decode import decode_step_for
-from turnrl.rollout.hf_kv import GrowingLayer, _SessionCache, batched_past, spare_buffer
+from turnrl.rollout.hf_decode import Extension, decode_step_for
+from turnrl.rollout.hf_kv import GrowingLayer, _SessionCache, fill_rows, live_rows, stack_rows
 from turnrl.rollout.hf_sampling import _Request, _Row, sample_rows, sample_tokens
 
 if TYPE_CHECKING:
@@ -49,6 +51,12 @@ __all__ = ["GrowingLayer", "HFEngine", "sample_rows", "sample_tokens"]
 # rounds cost microseconds when nothing waits; bench/agents.py: 29.3 -> 31.3 episodes/s
 # through the endpoint, the env runner unchanged.
 YIELDS_BETWEEN_STEPS = 3
+# Rows admitted while others decode are prefilled in the decoding pass (one pass a step)
+# up to this many attention scores (rows x heads x new tokens x keys); larger admissions (new
+# episodes' long first prompts) run a prefill pass of their own, whose causal attention
+# needs no mask tensor: 16 prompts of 300 tokens took 87 ms that way and 104 ms in the
+# decoding pass, 16 of 100 tokens 22 ms either way (2 threads, the built-in model).
+FUSED_ATTENTION_LIMIT = 1 << 21
 
 
 class HFEngine:
@@ -88,7 +96,7 @@ class HFEngine:
         self._sessions: dict[str, _SessionCache] = {}
         # sessions whose request finished since the last step: (row, the columns it used),
         # copied out of the batch at the next step unless the episode ends first
-        self._unstored: dict[str, tuple[int, Tensor]] = {}
+        self._unstored: dict[str, tuple[int, list[tuple[int, int]]]] = {}
         self._pending: list[_Request] = []
         self._worker: asyncio.Task[None] | None = None
         # the running batch
@@ -215,16 +223,20 @@ class HFEngine:
             admitted = self._admissible(free)
             chosen = {id(r) for r in admitted}
             self._pending = [r for r in self._pending if id(r) not in chosen]
+            streamed = any(r.on_tokens is not None for r in admitted)
+            steps = self.stats["decode_steps"]
             try:
-                prefilled = self._prefill(admitted)
+                prefilled = self._prefill(admitted, decode=not streamed)
             except Exception:  # back to the queue, so the caller fails them with the rest
                 self._pending = admitted + self._pending
                 raise
-            if any(r.on_tokens is not None for r in admitted):
+            if streamed:
                 self._prefilled = prefilled
                 return  # a streamed reply's first token goes out before the next step
             self._merge(*prefilled)
             self._retire_finished()
+            if self.stats["decode_steps"] > steps:
+                return  # the prefill was this step's decoding pass
         if any(row.alive for row in self._rows):
             self._decode_step()
             self._retire_finished()
@@ -291,11 +303,14 @@ class HFEngine:
         n = len(cached.token_ids) if cached else 0
         return cached if cached and len(prompt) > n and prompt[:n] == cached.token_ids else None
 
-    def _prefill(self, requests: list[_Request]
+    def _prefill(self, requests: list[_Request], *, decode: bool = False
                  ) -> tuple[list[_Row], DynamicCache, Tensor, int]:
         """Prefill ``requests`` in one pass (reusing their sessions' cached prefixes) and
         sample their first tokens: their rows, keys/values, mask and the spare columns their
-        buffers need, for :meth:`_merge` into the running batch.
+        buffers need, for :meth:`_merge` into the running batch. With ``decode`` and a
+        :class:`DecodeStep`, this is also the running batch's decoding step: in the same pass
+        where the scores are within :data:`FUSED_ATTENTION_LIMIT`, else in a pass before, so
+        which requests share a step never depends on the size of an admission.
 
         Requests with the same prompt and no cached prefix (the episodes of a group, on their
         first turn) are prefilled once; their rows then copy its keys, values and logits.
@@ -306,25 +321,24 @@ class HFEngine:
         owner_of: dict[object, int] = {}
         owner = [owner_of.setdefault(k, len(owner_of)) for k in keys]
         first = [owner.index(u) for u in range(len(owner_of))]  # a row for each prompt
-        prompts = [requests[i].prompt_ids for i in first]
         cached = [cached_all[i] for i in first]
         prefix = [len(c.token_ids) if c else 0 for c in cached]
-        suffixes = [p[n:] for p, n in zip(prompts, prefix, strict=True)]
-        past_len, width = max(prefix), max(len(s) for s in suffixes)
-        # layout of each row: [left-padded cached prefix | left-padded new tokens]
-        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(prompts), past_len + width), dtype=torch.long)
-        for row, suffix in enumerate(suffixes):
-            input_ids[row, width - len(suffix):] = torch.tensor(suffix)
-            mask[row, past_len - prefix[row]:past_len] = 1
-            mask[row, past_len + width - len(suffix):] = 1
-        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)[:, past_len:]
-        cache = batched_past(cached, prefix, past_len)
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
-                         use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
-        logits = out.logits[:, -1, :]
-        if len(prompts) < len(requests):  # one row per request, copied from its prompt's
+        suffixes = [requests[i].prompt_ids[n:] for i, n in zip(first, prefix, strict=True)]
+        input_ids, mask, position_ids, cache = kv.prefill_inputs(
+            suffixes, cached, prefix, self.pad_token_id, self.device)
+        step = self._decode if decode and any(r.alive for r in self._rows) else None
+        if step and step.attention_size(*input_ids.shape, max(prefix)) <= FUSED_ATTENTION_LIMIT:
+            cache = Cache(layers=list(cache.layers) or [  # type: ignore[arg-type]
+                DynamicLayer() for _ in step.inner.layers])
+            logits = self._decode_step(Extension(input_ids, cache, mask, position_ids))
+        else:  # the same step in two passes (the batch's rows sample what they would)
+            if step:
+                self._decode_step()
+            out = self.model(input_ids=input_ids, attention_mask=mask,
+                             position_ids=position_ids, use_cache=True, logits_to_keep=1,
+                             **{self._cache_kwarg: cache})
+            logits = out.logits[:, -1, :]
+        if len(first) < len(requests):  # one row per request, copied from its prompt's
             index = torch.tensor(owner, device=self.device)
             cache.batch_select_indices(index)
             mask, logits = mask.index_select(0, index), logits.index_select(0, index)
@@ -335,26 +349,31 @@ class HFEngine:
         self.stats["prefill_tokens"] += sum(len(s) for s in suffixes)
         self.stats["prompt_tokens"] += sum(len(r.prompt_ids) for r in requests)
         self.stats["cached_tokens"] += sum(len(c.token_ids) for c in cached_all if c)
-        self.stats["max_running"] = max(self.stats["max_running"], len(self._rows) + len(rows))
+        running = sum(row.alive for row in self._rows) + len(rows)
+        self.stats["max_running"] = max(self.stats["max_running"], running)
         return rows, cache, mask, max(r.params.max_new_tokens for r in requests)
 
-    def _decode_step(self) -> None:
-        """Feed every running row its last sampled token and sample the next one."""
+    def _decode_step(self, extension: Extension | None = None) -> Tensor | None:
+        """Feed every running row its last sampled token and sample the next one; with an
+        ``extension`` (rows being admitted, :meth:`_prefill`) the same pass prefills it, and
+        its rows' logits are returned."""
         position_ids = self._mask.sum(-1, keepdim=True)
         self._mask = torch.cat([self._mask, self._mask.new_ones(len(self._rows), 1)], 1)
         last = torch.tensor([row.tokens[-1] for row in self._rows], device=self.device)
         if self._decode is not None:
             assert self._cache is not None
-            logits = self._decode(last, self._cache, self._mask, position_ids)
+            logits = self._decode(last, self._cache, self._mask, position_ids, extension)
         else:
             logits = self.model(input_ids=last[:, None], attention_mask=self._mask,
                                 position_ids=position_ids, use_cache=True,
                                 **{self._cache_kwarg: self._cache}).logits[:, -1, :]
+        logits, admitted = logits[:len(self._rows)], logits[len(self._rows):]
         alive = [i for i, row in enumerate(self._rows) if row.alive]
         if len(alive) < len(self._rows):
             logits = logits[torch.tensor(alive, device=self.device)]
         self._sample([self._rows[i] for i in alive], logits)
         self.stats["decode_steps"] += 1
+        return admitted if extension is not None else None
 
     def _sample(self, rows: list[_Row], logits: Tensor) -> None:
         """Sample one token per row with the row's own parameters and generator."""
@@ -372,57 +391,30 @@ class HFEngine:
         self.stats["decode_tokens"] += len(rows)
 
     def _merge(self, rows: list[_Row], cache: DynamicCache, mask: Tensor, spare: int) -> None:
-        """Rebuild the running batch as its live rows followed by freshly prefilled ``rows``,
-        right-aligned in new buffers (with ``spare`` free columns) of one common length; the
-        finished rows and the columns that are padding in every live row are dropped."""
+        """Put freshly prefilled ``rows`` into the running batch: into the rows of finished
+        requests where there are enough and they are as wide (:func:`fill_rows`, a copy of
+        the new rows only), else by rebuilding the batch as its live rows followed by them
+        (:func:`stack_rows`: new buffers with ``spare`` free columns, without the finished
+        rows and the columns that are padding in every live row)."""
+        self._store_unstored()  # before the finished rows are overwritten or dropped
+        free = [i for i, row in enumerate(self._rows) if not row.alive][:len(rows)]
+        if len(free) == len(rows) and mask.shape[1] <= self._mask.shape[1]:
+            assert self._cache is not None
+            fill_rows(self._cache, self._mask, free, cache, mask)
+            for i, row in zip(free, rows, strict=True):
+                self._rows[i] = row
+            return
         old = self._live_view()
-        parts = ([old] if old is not None else []) + [(cache, mask)]
-        length = max(m.shape[1] for _, m in parts)
-        size = sum(m.shape[0] for _, m in parts)
-        self._mask = mask.new_zeros((size, length))
-        layers = []
-        for layer in range(len(cache.layers)):
-            like = cache.layers[layer].keys
-            shape = (size, like.shape[1], length + spare, like.shape[3])
-            keys, values = like.new_empty(shape), like.new_empty(shape)
-            row = 0
-            for part_cache, part_mask in parts:
-                n, width = part_mask.shape
-                keys[row:row + n, :, :length - width] = 0  # left padding: masked, but finite
-                values[row:row + n, :, :length - width] = 0
-                keys[row:row + n, :, length - width:length] = part_cache.layers[layer].keys
-                values[row:row + n, :, length - width:length] = part_cache.layers[layer].values
-                row += n
-            layers.append(GrowingLayer(keys, values, length=length))
-        row = 0
-        for _, part_mask in parts:
-            n, width = part_mask.shape
-            self._mask[row:row + n, length - width:] = part_mask
-            row += n
-        self._cache = Cache(layers=layers)
+        self._cache, self._mask = stack_rows(([old] if old is not None else []) + [(cache, mask)],
+                                             spare)
         self._rows = [r for r in self._rows if r.alive] + rows
 
     def _live_view(self) -> tuple[Cache, Tensor] | None:
-        """The live rows' keys/values and mask (a view when no row is finished), without the
-        leading columns that no live row attends to."""
-        if self._cache is None:
-            return None
+        """The live rows' keys/values and mask (:func:`live_rows`), or None."""
         alive = [i for i, row in enumerate(self._rows) if row.alive]
-        if not alive:
+        if self._cache is None or not alive:
             return None
-        mask = self._mask
-        index = None
-        if len(alive) < len(self._rows):
-            index = torch.tensor(alive, device=self.device)
-            mask = mask.index_select(0, index)
-        start = int(mask.any(0).nonzero()[0])
-
-        def take(t: Tensor) -> Tensor:
-            return (t if index is None else t.index_select(0, index))[:, :, start:]
-
-        layers = [GrowingLayer(take(layer.keys), take(layer.values))
-                  for layer in self._cache.layers]
-        return Cache(layers=layers), mask[:, start:]
+        return live_rows(self._cache, self._mask, alive)
 
     def _retire_finished(self) -> None:
         """Resolve finished rows and note the columns of their sessions' keys and values.
@@ -432,7 +424,7 @@ class HFEngine:
                 continue
             stop = row.tokens[-1] in row.stop_ids
             if self.reuse_kv and row.request.session is not None:
-                self._unstored[row.request.session] = (i, self._mask[i].nonzero()[:, 0])
+                self._unstored[row.request.session] = (i, kv.column_runs(self._mask[i]))
             row.alive = False
             row.request.resolve(Completion(row.tokens, row.logprobs,
                                            "stop" if stop else "length", row.versions))
@@ -441,33 +433,38 @@ class HFEngine:
         """Before a step: copy out the caches of the sessions that finished a request since
         the last step and go on (an episode that ended meanwhile, e.g. every single-turn
         one, is never copied), then free the batch once every row is finished, or compact
-        it once a quarter are."""
-        for session, (i, columns) in self._unstored.items():
-            self._store_session(session, self._rows[i], i, columns)
-        self._unstored.clear()
+        it once a quarter are and no request waits to take their rows (:meth:`_merge`)."""
+        self._store_unstored()
         dead = sum(not row.alive for row in self._rows)
         if self._rows and dead == len(self._rows):
             self._reset_batch()
-        elif dead and 4 * dead >= len(self._rows):
+        elif dead and 4 * dead >= len(self._rows) and not self._pending:
             live = self._live_view()
             assert live is not None
             cache, self._mask = live
             self._rows = [row for row in self._rows if row.alive]
             spare = max(r.request.params.max_new_tokens - len(r.tokens) for r in self._rows)
             self._cache = Cache(layers=[
-                GrowingLayer(spare_buffer(layer.keys, spare), spare_buffer(layer.values, spare),
-                             length=self._mask.shape[1]) for layer in cache.layers])
+                GrowingLayer(kv.spare_buffer(layer.keys, spare),
+                             kv.spare_buffer(layer.values, spare), length=self._mask.shape[1])
+                for layer in cache.layers])
 
-    def _store_session(self, session: str, row: _Row, i: int, columns: Tensor) -> None:
-        """Keep the keys/values of ``row`` (row ``i`` of the batch, in ``columns``): its
-        prompt and the sampled tokens that were fed back through the model (all but the
+    def _store_unstored(self) -> None:
+        for session, (i, runs) in self._unstored.items():
+            self._store_session(session, self._rows[i], i, runs)
+        self._unstored.clear()
+
+    def _store_session(self, session: str, row: _Row, i: int,
+                       runs: list[tuple[int, int]]) -> None:
+        """Keep the keys/values of ``row`` (row ``i`` of the batch, in the column ``runs``):
+        its prompt and the sampled tokens that were fed back through the model (all but the
         last one)."""
         assert self._cache is not None
         fed = len(row.tokens) - 1
         self._sessions[session] = _SessionCache(
             token_ids=row.request.prompt_ids + row.tokens[:fed],
-            keys=[layer.keys[i:i + 1, :, columns] for layer in self._cache.layers],
-            values=[layer.values[i:i + 1, :, columns] for layer in self._cache.layers],
+            keys=[kv.take_columns(layer.keys, i, runs) for layer in self._cache.layers],
+            values=[kv.take_columns(layer.values, i, runs) for layer in self._cache.layers],
         )
 
     def _clear(self) -> None:
