@@ -543,6 +543,25 @@ def test_a_request_admitted_beside_a_finished_row_takes_its_place(random_model, 
         assert max(gaps) < 1e-5
 
 
+def test_a_request_waiting_for_a_full_batch_takes_the_first_finished_row(random_model,
+                                                                          tokenizer,
+                                                                          prompts) -> None:
+    """A finished row frees its slot at once: with ``max_batch_size=2`` the third request
+    joins at the step after the short one finished, not once the long one is done too."""
+    engine = make_engine(random_model, tokenizer, max_batch_size=2)
+    wide = prompts[3] + prompts[0] * 4
+    requests = [_Request(prompt, SamplingParams(max_new_tokens=n, temperature=1.0, seed=n), None)
+                for prompt, n in [(wide, 12), (prompts[1], 2), (prompts[0], 3)]]
+    engine._pending.extend(requests)
+    engine.step()  # the first two admitted; the short one has its 2 tokens
+    assert engine._pending == [requests[2]] and requests[1].result is not None
+    engine.step()
+    assert [r.request for r in engine._rows] == [requests[0], requests[2]]
+    while any(r.result is None for r in requests):
+        engine.step()
+    assert len(requests[0].result.token_ids) == 12 and len(requests[2].result.token_ids) == 3
+
+
 def test_a_failed_admission_fails_its_requests_instead_of_hanging(random_model, tokenizer,
                                                                   prompts) -> None:
     engine = make_engine(random_model, tokenizer)

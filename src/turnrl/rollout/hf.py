@@ -218,7 +218,7 @@ class HFEngine:
             self._prefilled = None
             self._retire_finished()
         self._drop_abandoned()
-        free = self.max_batch_size - len(self._rows)
+        free = self.max_batch_size - sum(row.alive for row in self._rows)
         if self._pending and free > 0:
             admitted = self._admissible(free)
             chosen = {id(r) for r in admitted}
