@@ -441,13 +441,9 @@ class HFEngine:
         elif dead and 4 * dead >= len(self._rows) and not self._pending:
             live = self._live_view()
             assert live is not None
-            cache, self._mask = live
             self._rows = [row for row in self._rows if row.alive]
             spare = max(r.request.params.max_new_tokens - len(r.tokens) for r in self._rows)
-            self._cache = Cache(layers=[
-                GrowingLayer(kv.spare_buffer(layer.keys, spare),
-                             kv.spare_buffer(layer.values, spare), length=self._mask.shape[1])
-                for layer in cache.layers])
+            self._cache, self._mask = stack_rows([live], spare)
 
     def _store_unstored(self) -> None:
         for session, (i, runs) in self._unstored.items():
